@@ -1,0 +1,3 @@
+from d2kgrade.cli import main
+
+main()

@@ -1,0 +1,83 @@
+"""The CLI, the only edge: typer commands parse options, call one library function, render with rich.
+
+Each module of this package that defines ``register(app)`` adds its commands; :func:`main` finds them all, so a
+new command is one new module. :class:`~d2kgrade.errors.D2KError` is caught here and printed as one line with
+exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+
+import typer
+
+from d2kgrade import __version__
+from d2kgrade.cli._common import err_console
+from d2kgrade.errors import D2KError, SpecError
+
+app = typer.Typer(
+    name="d2kgrade",
+    help="Evaluate kernel-writing agents: tasks, sandboxed evaluation, paired agent runs, grading and reports.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"d2kgrade {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-v info, -vv debug)."),
+) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _register_all() -> None:
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Console entry point."""
+    try:
+        app(standalone_mode=False)
+    except SpecError as exc:
+        for p in exc.problems:
+            err_console.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except D2KError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

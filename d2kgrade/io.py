@@ -1,0 +1,116 @@
+"""The one loader: YAML and JSON files into models, with errors that name the file, the field and the expectation.
+
+A :class:`pydantic.ValidationError` never reaches a user: :func:`load_model` turns each of its entries into a
+:class:`~d2kgrade.errors.Problem` (file, dotted field path, what was expected) and raises
+:class:`~d2kgrade.errors.SpecError` with all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from d2kgrade.errors import Problem, SpecError
+
+M = TypeVar("M", bound=BaseModel)
+
+# A spec file larger than this is not a spec file (a mistaken path to a checkpoint, say).
+MAX_SPEC_BYTES = 4 * 1024 * 1024
+
+
+def read_text(path: Path) -> str:
+    """Read a UTF-8 text file, or raise SpecError naming the file and the reason."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise SpecError([Problem(str(path), "", "file not found")]) from None
+    except OSError as exc:
+        raise SpecError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from None
+    if path.is_dir():
+        raise SpecError([Problem(str(path), "", "is a directory, expected a file")])
+    if size > MAX_SPEC_BYTES:
+        raise SpecError([Problem(str(path), "", f"is {size} bytes; a spec file is at most {MAX_SPEC_BYTES}")])
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise SpecError([Problem(str(path), "", "is binary (holds NUL bytes), expected UTF-8 text")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(str(path), "", f"is not valid UTF-8 (byte {exc.start})")]) from None
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse a YAML (or JSON, a YAML subset) file with ``safe_load``; errors name the file and the line."""
+    text = read_text(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError([Problem(str(path), where, f"YAML syntax error: {problem}")]) from None
+    if data is None:
+        raise SpecError([Problem(str(path), "", "is empty, expected a mapping of fields")])
+    return data
+
+
+def _describe(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind == "missing":
+        return "field required"
+    if kind == "extra_forbidden":
+        return "unknown field (not part of this format; check the spelling)"
+    msg = str(err.get("msg", "invalid"))
+    if "input" in err and kind not in ("missing",) and not isinstance(err["input"], (dict, list)):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def problems_from_validation(path: Path | str, exc: ValidationError) -> list[Problem]:
+    """One Problem per entry of a pydantic ValidationError, with the dotted field path."""
+    out = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        out.append(Problem(str(path), loc, _describe(err)))
+    return out
+
+
+def validate_data(model: type[M], data: Any, path: Path | str) -> M:
+    """Validate already-parsed data as ``model``; raise SpecError naming ``path`` on failure."""
+    if not isinstance(data, dict):
+        raise SpecError([Problem(str(path), "", f"expected a mapping of fields, got {type(data).__name__}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation(path, exc)) from None
+
+
+def load_model(model: type[M], path: Path) -> M:
+    """Load a YAML/JSON file as ``model``. Raises SpecError with one Problem per defect."""
+    return validate_data(model, load_yaml(path), path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so that a crash leaves either the old or the new content, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON, atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")

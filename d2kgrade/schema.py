@@ -1,0 +1,498 @@
+"""The formats: pydantic v2 models of tasks and rubrics, with a docstring on every field.
+
+Every persisted record carries ``schema_version``. Models forbid unknown keys, so a typo in a task file is an
+error, not a silently ignored field. Cross-field rules that need only one file (unique ids, dependencies that
+exist and form no cycle, ids that carry the task id) are validators here; rules that join files (a rubric
+property for every guidance id) and rules that evaluate formulas per workload live in :mod:`d2kgrade.validate`.
+
+``d2kgrade schema export`` writes the JSON Schema of each top-level model.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from d2kgrade import formulas
+from d2kgrade.dtypes import DTYPE_BYTES, FLOAT_DTYPES, tolerance_key
+
+SCHEMA_VERSION = 1
+
+TASK_ID_RE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+GUIDANCE_ID_RE = re.compile(r"^(?P<task>[a-z][a-z0-9_]*)\.(?P<level>L[123])\.(?P<slug>[a-z0-9]+(-[a-z0-9]+)*)$")
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+Level = Literal["L1", "L2", "L3"]
+LEVELS: tuple[Level, ...] = ("L1", "L2", "L3")
+ParamValue = int | float | bool | str
+
+
+class Model(BaseModel):
+    """Base of every format model: unknown keys are errors, attribute docstrings become descriptions."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+def find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
+    """Return one dependency cycle (as a list of ids, first id repeated at the end), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in edges.get(node, []):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state and (cycle := visit(dep)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in edges:
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+# --------------------------------------------------------------------------------------------- tasks
+
+
+class TensorSpec(Model):
+    """One input or output tensor of a task."""
+
+    name: str = Field(pattern=NAME_RE.pattern)
+    """Python identifier; inputs are passed to ``kernel(...)`` positionally, in the listed order."""
+    shape: str
+    """Symbolic shape over the workload's parameters, e.g. ``"[M, K/128]"``."""
+    dtype: str
+    """A dtype name (``bf16``), alternatives that the workload's dtype picks from (``bf16|fp32``), or
+    ``same_as_<input>``."""
+    dtype_param: str | None = None
+    """Name of a workload parameter that picks this tensor's dtype among the alternatives (e.g. ``qdtype``)."""
+    description: str = ""
+    """What the tensor holds, where the name alone does not say."""
+
+    @field_validator("shape")
+    @classmethod
+    def _shape_parses(cls, v: str) -> str:
+        formulas.shape_dims(v)
+        return v
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        if v.startswith("same_as_"):
+            return v
+        for alt in v.split("|"):
+            if alt not in DTYPE_BYTES:
+                raise ValueError(f"unknown dtype {alt!r}; expected one of {sorted(DTYPE_BYTES)} or same_as_<input>")
+        return v
+
+
+class Workload(Model):
+    """One problem size of a task: parameters plus the dtype that picks among dtype alternatives."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$")
+    """Stable snake_case name (part of the catalog contract)."""
+    params: dict[str, ParamValue]
+    """Values of the shape symbols and of any knob the input maker reads (``causal``, ``dist``...)."""
+    dtype: str
+    """The workload dtype: resolves ``a|b`` tensor dtypes and gives ``elt`` (bytes per element) to formulas."""
+    why: str = ""
+    """What this workload tests and why it is hard."""
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        if v not in DTYPE_BYTES:
+            raise ValueError(f"unknown dtype {v!r}; expected one of {sorted(DTYPE_BYTES)}")
+        return v
+
+
+class Cost(Model):
+    """The cost model: formulas over a workload's parameters (and ``elt``), evaluated per workload."""
+
+    flops: str
+    """Floating-point (or integer) operations of one call."""
+    bytes: str
+    """Compulsory HBM traffic of one call: each input read once and each output written once."""
+    mufu: str | None = None
+    """Special-function-unit operations (ex2, lg2, rcp, rsqrt, sin/cos), where they can bound the kernel."""
+
+    @field_validator("flops", "bytes", "mufu")
+    @classmethod
+    def _parses(cls, v: str | None) -> str | None:
+        if v is not None:
+            formulas.parse(v)
+        return v
+
+
+class Evidence(Model):
+    """What implementing a guidance item looks like in code, per language."""
+
+    triton: str
+    """How the property shows in a Triton kernel."""
+    cuda: str
+    """How the property shows in CUDA C++."""
+
+
+class Guidance(Model):
+    """One item of expert guidance: an L1 algorithmic insight, L2 dataflow design or L3 low-level trick."""
+
+    id: str = Field(pattern=GUIDANCE_ID_RE.pattern)
+    """Stable id ``<task>.<level>.<slug>``; agreement studies join on it, so it is never reused."""
+    level: Level
+    """L1 algorithmic insight, L2 dataflow / work decomposition, L3 low-level implementation trick."""
+    text: str = Field(min_length=1)
+    """The guidance as an agent in the guided arm reads it."""
+    depends_on: list[str] = []
+    """Ids of guidance items of the same task that this one builds on."""
+    evidence: Evidence
+    """What the property looks like when implemented (for graders, never shown to agents)."""
+    deprecated: bool = False
+    """A retired item: kept so old results still join, no longer shown or graded."""
+
+    @model_validator(mode="after")
+    def _level_matches_id(self) -> Guidance:
+        m = GUIDANCE_ID_RE.match(self.id)
+        if m and m.group("level") != self.level:
+            raise ValueError(f"id {self.id!r} says level {m.group('level')} but level is {self.level}")
+        return self
+
+
+class Task(Model):
+    """A GPU kernel task: exact semantics, tensors, workloads, tolerances, cost model and guidance."""
+
+    schema_version: Literal[1] = 1
+    """Version of this format."""
+    id: str = Field(pattern=TASK_ID_RE.pattern)
+    """snake_case task id, the same in ``tasks/``, ``rubrics/``, ``references/`` and tests."""
+    title: str
+    """One-line title."""
+    category: str
+    """Kind of kernel (normalization, gemm, attention...)."""
+    semantics: str
+    """Exact semantics in words and the PyTorch reference line; ``reference.py`` implements it."""
+    inputs: list[TensorSpec] = Field(min_length=1)
+    """Inputs of ``kernel(...)``, in call order."""
+    outputs: list[TensorSpec] = Field(min_length=1)
+    """Outputs of ``kernel(...)``: one tensor, or a tuple in this order when there are several."""
+    bound: Literal["memory", "compute", "mixed"]
+    """What limits a good kernel on the target GPU."""
+    derived: dict[str, str] = {}
+    """Values computed from the parameters (``P: "(H + 2*pad - R)//stride + 1"``), usable in shapes and cost."""
+    cost: Cost
+    """Flops, minimum bytes (and optionally MUFU ops) as formulas; the roofline floor is derived from them."""
+    tolerance: dict[str, Annotated[tuple[float, float], Field()]]
+    """Per output storage dtype: ``[atol, rtol]``, meaning ``|out - ref| <= atol + rtol*|ref|`` elementwise."""
+    workloads: list[Workload] = Field(min_length=1)
+    """The catalog's workloads (the benchmark contract)."""
+    smoke: Workload
+    """A tiny workload that runs on CPU under the Triton interpreter in seconds (name ``smoke``)."""
+    guidance: list[Guidance] = Field(min_length=1)
+    """Expert guidance items, L1 to L3, with dependencies."""
+    pitfalls: list[str] = []
+    """Common mistakes, in words."""
+    scalar_args: list[str] = []
+    """Workload parameters passed to ``kernel(...)``, ``reference(...)`` and ``baseline(...)`` as keyword
+    arguments after the inputs (``causal``, ``k``): values a kernel needs that no input tensor carries."""
+    allowed_library_ops: list[str] = []
+    """Library kernels (by profiler name substring) a submission may call without breaking the rule that its
+    own kernels do the work; empty means none."""
+
+    @field_validator("derived")
+    @classmethod
+    def _derived_parse(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, text in v.items():
+            if not NAME_RE.match(name):
+                raise ValueError(f"derived name {name!r} is not an identifier")
+            formulas.parse(text)
+        return v
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance_keys(cls, v: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for key, (atol, rtol) in v.items():
+            if key not in DTYPE_BYTES and key != "fp8":
+                raise ValueError(f"tolerance key {key!r} is not a dtype name")
+            if atol < 0 or rtol < 0:
+                raise ValueError(f"tolerance {key}: atol and rtol must be >= 0, got [{atol}, {rtol}]")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Task:
+        names = [t.name for t in self.inputs + self.outputs]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"tensor names must be unique across inputs and outputs; repeated: {dup}")
+        input_names = {t.name for t in self.inputs}
+        for t in self.inputs + self.outputs:
+            if t.dtype.startswith("same_as_") and t.dtype[len("same_as_"):] not in input_names:
+                raise ValueError(f"tensor {t.name!r}: dtype {t.dtype!r} names no input of this task")
+        wl = [w.name for w in self.workloads]
+        dup = sorted({n for n in wl if wl.count(n) > 1})
+        if dup:
+            raise ValueError(f"workload names must be unique; repeated: {dup}")
+        if self.smoke.name != "smoke":
+            raise ValueError(f"the smoke workload must be named 'smoke', not {self.smoke.name!r}")
+        if "smoke" in wl:
+            raise ValueError("'smoke' is reserved for the smoke workload and cannot name a catalog workload")
+        for w in [*self.workloads, self.smoke]:
+            missing = [a for a in self.scalar_args if a not in w.params]
+            if missing:
+                raise ValueError(f"workload {w.name!r} lacks the scalar argument(s) {missing} named in scalar_args")
+        ids = [g.id for g in self.guidance]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"guidance ids must be unique; repeated: {dup}")
+        for g in self.guidance:
+            if not g.id.startswith(self.id + "."):
+                raise ValueError(f"guidance id {g.id!r} must start with the task id '{self.id}.'")
+            for dep in g.depends_on:
+                if dep not in ids:
+                    raise ValueError(f"guidance {g.id!r} depends on {dep!r}, which is not a guidance id of this task")
+                if dep == g.id:
+                    raise ValueError(f"guidance {g.id!r} depends on itself")
+        cycle = find_cycle({g.id: list(g.depends_on) for g in self.guidance})
+        if cycle:
+            raise ValueError("guidance dependencies form a cycle: " + " -> ".join(cycle))
+        return self
+
+    def workload(self, name: str) -> Workload:
+        """The workload named ``name`` (``smoke`` included)."""
+        for w in [*self.workloads, self.smoke]:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+    def active_guidance(self) -> list[Guidance]:
+        """Guidance items that are not deprecated."""
+        return [g for g in self.guidance if not g.deprecated]
+
+    # The helpers below are shared by the grader (validation, roofline) and the runner (input making).
+
+    def env(self, workload: Workload) -> dict[str, ParamValue]:
+        """Names visible to formulas: the parameters, ``elt`` (bytes per element of the workload dtype) and
+        the derived values, in declaration order.
+
+        Raises:
+            formulas.FormulaError: if a derived formula does not evaluate.
+        """
+        env: dict[str, ParamValue] = {**workload.params, "elt": DTYPE_BYTES[workload.dtype]}
+        for name, text in self.derived.items():
+            env[name] = formulas.evaluate(text, env)
+        return env
+
+    def tensor_dtypes(self, workload: Workload) -> dict[str, str]:
+        """Concrete dtype of every input and output for ``workload``.
+
+        Raises:
+            ValueError: if an alternative list does not contain the dtype that should pick from it.
+        """
+        out: dict[str, str] = {}
+        for t in self.inputs + self.outputs:
+            if t.dtype.startswith("same_as_"):
+                out[t.name] = out[t.dtype[len("same_as_"):]]
+                continue
+            alts = t.dtype.split("|")
+            if len(alts) == 1:
+                out[t.name] = alts[0]
+                continue
+            pick = workload.params.get(t.dtype_param) if t.dtype_param else workload.dtype
+            if pick not in alts:
+                source = f"parameter {t.dtype_param!r}" if t.dtype_param else "the workload dtype"
+                raise ValueError(f"tensor {t.name!r} takes one of {alts}, but {source} is {pick!r}")
+            out[t.name] = str(pick)
+        return out
+
+    def shapes(self, workload: Workload) -> dict[str, tuple[int, ...]]:
+        """Concrete shape of every input and output for ``workload``."""
+        env = self.env(workload)
+        return {t.name: formulas.eval_shape(t.shape, env) for t in self.inputs + self.outputs}
+
+    def cost_of(self, workload: Workload) -> dict[str, float]:
+        """``flops``, ``bytes`` (and ``mufu`` when given) of one call on ``workload``."""
+        env = self.env(workload)
+        out = {"flops": float(formulas.evaluate(self.cost.flops, env)),
+               "bytes": float(formulas.evaluate(self.cost.bytes, env))}
+        if self.cost.mufu is not None:
+            out["mufu"] = float(formulas.evaluate(self.cost.mufu, env))
+        return out
+
+    def tolerance_for(self, dtype: str) -> tuple[float, float]:
+        """``(atol, rtol)`` for outputs stored as ``dtype``; integers default to exact."""
+        key = tolerance_key(dtype, self.tolerance)
+        if key is not None:
+            return self.tolerance[key]
+        if dtype not in FLOAT_DTYPES:
+            return (0.0, 0.0)
+        raise KeyError(dtype)
+
+
+# --------------------------------------------------------------------------------------------- rubrics
+
+
+class CheckRef(Model):
+    """A named static check (from the check registry) applied with arguments."""
+
+    check: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """Registered check name, e.g. ``tl_dot_in_k_loop``."""
+    args: dict[str, Any] = {}
+    """Keyword arguments of the check."""
+    language: Literal["triton", "cuda", "any"] = "any"
+    """Which kind of submission the check applies to; others skip it."""
+    negate: bool = False
+    """Evidence of the property is the check *failing* (e.g. 'no E[x^2] accumulation')."""
+
+
+class StaticSpec(Model):
+    """How static analysis decides one property."""
+
+    checks: list[CheckRef] = []
+    """Checks over the submission's facts. Empty means static analysis has no opinion (``unknown``)."""
+    combine: Literal["all", "any"] = "all"
+    """Present when all (or any) applicable checks pass."""
+
+
+class JudgeSpec(Model):
+    """The LLM judge's question for one property, with what counts as met and as not met."""
+
+    question: str = Field(min_length=1)
+    """A yes/no question about the code (or the design note) that decides the property."""
+    met: str = Field(min_length=1)
+    """What the code must show for ``met``."""
+    not_met: str = Field(min_length=1)
+    """What makes it ``not_met`` even when it superficially looks present."""
+
+
+class Property(Model):
+    """One gradable design property; its id is a guidance id of the task."""
+
+    id: str = Field(pattern=GUIDANCE_ID_RE.pattern)
+    """The guidance id this property grades."""
+    level: Level
+    """Same as the guidance item's level."""
+    weight: float = Field(default=1.0, gt=0)
+    """Relative weight inside its level for the 0-100 implementation score."""
+    static: StaticSpec = StaticSpec()
+    """Static checks that evidence the property."""
+    judge: JudgeSpec
+    """The judge question."""
+    deprecated: bool = False
+    """Retired with its guidance item; kept so old grades still join."""
+
+
+class Rubric(Model):
+    """The design properties of one task, one per guidance id."""
+
+    schema_version: Literal[1] = 1
+    """Version of this format."""
+    task: str = Field(pattern=TASK_ID_RE.pattern)
+    """Task id."""
+    version: int = Field(default=1, ge=1)
+    """Rubric content version: bump on any change that could change a grade (it keys the judge cache)."""
+    level_weights: dict[Level, float] = {"L1": 40.0, "L2": 35.0, "L3": 25.0}
+    """Points of each level in the 0-100 score (they must sum to 100)."""
+    properties: list[Property] = Field(min_length=1)
+    """One property per guidance id of the task."""
+
+    @field_validator("level_weights")
+    @classmethod
+    def _sum_100(cls, v: dict[Level, float]) -> dict[Level, float]:
+        if set(v) != set(LEVELS):
+            raise ValueError(f"level_weights must name exactly {list(LEVELS)}")
+        if any(x < 0 for x in v.values()) or abs(sum(v.values()) - 100.0) > 1e-9:
+            raise ValueError(f"level_weights must be >= 0 and sum to 100, got {dict(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Rubric:
+        ids = [p.id for p in self.properties]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"property ids must be unique; repeated: {dup}")
+        for p in self.properties:
+            if not p.id.startswith(self.task + "."):
+                raise ValueError(f"property id {p.id!r} must start with the task id '{self.task}.'")
+            m = GUIDANCE_ID_RE.match(p.id)
+            if m and m.group("level") != p.level:
+                raise ValueError(f"property {p.id!r}: id says {m.group('level')} but level is {p.level}")
+        return self
+
+
+EXPORTED_MODELS: dict[str, str] = {
+    "task": "d2kgrade.schema:Task",
+    "rubric": "d2kgrade.schema:Rubric",
+}
+"""Top-level formats that ``d2kgrade schema export`` writes, as ``module:Class`` (imported on export, so a
+record model elsewhere is listed here without an import cycle)."""
+
+
+def exported_models() -> dict[str, type[BaseModel]]:
+    """Resolve :data:`EXPORTED_MODELS` to classes."""
+    import importlib
+
+    out = {}
+    for name, spec in EXPORTED_MODELS.items():
+        module, _, cls = spec.partition(":")
+        out[name] = getattr(importlib.import_module(module), cls)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- rendering
+
+GuidanceArm = Literal["none", "L1", "L1-L2", "all"]
+GUIDANCE_ARMS: dict[str, tuple[Level, ...]] = {"none": (), "L1": ("L1",), "L1-L2": ("L1", "L2"), "all": LEVELS}
+
+
+def render_task(task: Task, guidance: str = "none") -> str:
+    """The task as an agent sees it, in Markdown: ``d2kgrade tasks show`` and ``d2kgrade run`` both use this.
+
+    The unguided arm (``none``) gets semantics, tensors, workload sizes, tolerances and the cost model. Guided
+    arms add the guidance items of their levels. A workload's ``why`` and the pitfalls carry design hints
+    ("needs several rows per program"), so they are shown only with ``all``: otherwise the unguided arm would
+    receive guidance, and the arms would differ in more than the guidance levels.
+    """
+    if guidance not in GUIDANCE_ARMS:
+        raise ValueError(f"guidance must be one of {list(GUIDANCE_ARMS)}, got {guidance!r}")
+    levels = GUIDANCE_ARMS[guidance]
+    lines = [f"# Task `{task.id}`: {task.title}", "", f"Category: {task.category}; bound: {task.bound}.", "",
+             "## Semantics", "", task.semantics.strip(), "", "## Signature", "",
+             "Write one Python file defining `kernel(" + ", ".join(t.name for t in task.inputs)
+             + "".join(f", *, {a}" if i == 0 else f", {a}" for i, a in enumerate(task.scalar_args)) + ")`, "
+             "which returns " + (f"`{task.outputs[0].name}`" if len(task.outputs) == 1 else
+                                  "the tuple `(" + ", ".join(t.name for t in task.outputs) + ")`") + ".", ""]
+    lines += ["| tensor | role | shape | dtype |", "|---|---|---|---|"]
+    lines += [f"| `{t.name}` | input | `{t.shape}` | {t.dtype} |" for t in task.inputs]
+    lines += [f"| `{t.name}` | output | `{t.shape}` | {t.dtype} |" for t in task.outputs]
+    if task.derived:
+        lines += ["", "Derived sizes: " + ", ".join(f"`{k} = {v}`" for k, v in task.derived.items()) + "."]
+    lines += ["", "## Workloads", "", "| name | dtype | parameters |" + (" why |" if guidance == "all" else ""),
+              "|---|---|---|" + ("---|" if guidance == "all" else "")]
+    for w in task.workloads:
+        params = ", ".join(f"{k}={v}" for k, v in w.params.items())
+        lines.append(f"| `{w.name}` | {w.dtype} | {params} |" + (f" {w.why} |" if guidance == "all" else ""))
+    lines += ["", "## Correctness and cost", "",
+              "Outputs are compared elementwise with |out - ref| <= atol + rtol*|ref| against a float64 reference; "
+              "NaN or Inf where the reference is finite fails.", ""]
+    lines += [f"- {k}: atol={a:g}, rtol={r:g}" for k, (a, r) in task.tolerance.items()]
+    lines += ["", f"Cost model (elt = bytes per element of the workload dtype): flops = `{task.cost.flops}`, "
+              f"bytes = `{task.cost.bytes}`" + (f", MUFU ops = `{task.cost.mufu}`" if task.cost.mufu else "") + "."]
+    if levels:
+        lines += ["", "## Expert guidance", ""]
+        names = {"L1": "algorithmic insight", "L2": "dataflow design", "L3": "low-level tricks"}
+        for level in levels:
+            items = [g for g in task.active_guidance() if g.level == level]
+            lines += [f"### {level}: {names[level]}", ""]
+            for g in items:
+                deps = [d for d in g.depends_on]
+                after = f" (builds on: {', '.join(f'`{d}`' for d in deps)})" if deps else ""
+                lines.append(f"- `{g.id}`{after}: {g.text.strip()}")
+            lines.append("")
+        if guidance == "all" and task.pitfalls:
+            lines += ["### Pitfalls", ""] + [f"- {p}" for p in task.pitfalls] + [""]
+    return "\n".join(lines).rstrip() + "\n"
