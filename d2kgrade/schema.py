@@ -427,6 +427,7 @@ class Rubric(Model):
 EXPORTED_MODELS: dict[str, str] = {
     "task": "d2kgrade.schema:Task",
     "rubric": "d2kgrade.schema:Rubric",
+    "eval_result": "d2kgrade.records:EvalResult",
 }
 """Top-level formats that ``d2kgrade schema export`` writes, as ``module:Class`` (imported on export, so a
 record model elsewhere is listed here without an import cycle)."""
