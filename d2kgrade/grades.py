@@ -86,6 +86,8 @@ class FileGrade(Record):
     """Version of this format."""
     file: str
     """Graded file (or design note)."""
+    item: str = ""
+    """Id of the graded item where there is one (the episode id for a run's kernels and design notes)."""
     task: str
     """Task id of the rubric."""
     rubric_version: int
@@ -152,9 +154,9 @@ def implementation_score(rubric: Rubric, grades: list[PropertyGrade], *, task: T
 
 def file_grade(rubric: Rubric, file: str, rater: RaterKind, grades: list[PropertyGrade], *,
                kind: Literal["code", "proposal"] = "code", task: Task | None = None, gating: bool = False,
-               error: str = "") -> FileGrade:
+               error: str = "", item: str = "") -> FileGrade:
     """Bundle grades into a :class:`FileGrade` with its score."""
     score, levels = implementation_score(rubric, grades, task=task, gating=gating)
-    return FileGrade(file=file, task=rubric.task, rubric_version=rubric.version, rater=rater, kind=kind,
+    return FileGrade(file=file, item=item, task=rubric.task, rubric_version=rubric.version, rater=rater, kind=kind,
                      properties=grades, score=score, levels=levels,
                      n_unknown=sum(1 for g in grades if g.verdict == "unknown"), gating=gating, error=error)

@@ -428,6 +428,7 @@ EXPORTED_MODELS: dict[str, str] = {
     "task": "d2kgrade.schema:Task",
     "rubric": "d2kgrade.schema:Rubric",
     "eval_result": "d2kgrade.records:EvalResult",
+    "file_grade": "d2kgrade.grades:FileGrade",
 }
 """Top-level formats that ``d2kgrade schema export`` writes, as ``module:Class`` (imported on export, so a
 record model elsewhere is listed here without an import cycle)."""
