@@ -110,6 +110,11 @@ class FileGrade(Record):
     """Dependency gating applied."""
     error: str = ""
     """Why the file could not be graded (parse failure...), where it could not."""
+    fusion_rule_version: int | None = None
+    """Version of the static + judge fusion rule (``docs/scoring.md``); set on combined grades only."""
+    rater_info: dict[str, object] = {}
+    """What produced the grade, for reproducing it: for the LLM judge the model, base URL, prompt template
+    hash, samples and decoding settings; for combined grades the fusion weights."""
 
 
 def implementation_score(rubric: Rubric, grades: list[PropertyGrade], *, task: Task | None = None,

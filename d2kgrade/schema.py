@@ -164,6 +164,25 @@ class Guidance(Model):
         return self
 
 
+class HiddenDim(Model):
+    """Constraints on one parameter of the hidden workload."""
+
+    multiple_of: int = Field(default=1, ge=1)
+    """The drawn value is a multiple of this (a kernel may rely on ``K % 128 == 0`` when the task says so)."""
+    min: int = Field(default=1, ge=1)
+    """Smallest value drawn."""
+    max: int | None = None
+    """Largest value drawn; None means no bound beyond the perturbation range."""
+
+
+class HiddenSpec(Model):
+    """The evaluator's hidden workload: the smoke workload with some parameters redrawn per run (0.5x-2x;
+    0.5x-1.5x on CPU), so a kernel that hard-codes the listed shapes fails."""
+
+    vary: dict[str, HiddenDim]
+    """Integer parameters of the smoke workload to redraw, with their constraints; empty: no hidden workload."""
+
+
 class Task(Model):
     """A GPU kernel task: exact semantics, tensors, workloads, tolerances, cost model and guidance."""
 
@@ -203,6 +222,15 @@ class Task(Model):
     allowed_library_ops: list[str] = []
     """Library kernels (by profiler name substring) a submission may call without breaking the rule that its
     own kernels do the work; empty means none."""
+    forbidden_ops: list[str] = []
+    """PyTorch calls that compute the task itself, which a submission may not make: dotted names
+    (``torch.softmax``, ``torch.nn.functional.softmax``), ``Tensor.<method>`` for that method on any object
+    (``Tensor.softmax``), or ``@`` for the matmul operator outside Triton kernels. The evaluator rejects a
+    submission that calls one (a static tripwire, with the line) and one whose profile shows the matching ATen op
+    (``aten::softmax``, ``aten::_softmax``)."""
+    hidden: HiddenSpec | None = None
+    """How the evaluator draws the per-run hidden workload from the smoke workload. None: every integer parameter
+    that is a whole dimension of an input and whose smoke value is not a power of two is perturbed."""
 
     @field_validator("derived")
     @classmethod
@@ -260,6 +288,10 @@ class Task(Model):
         cycle = find_cycle({g.id: list(g.depends_on) for g in self.guidance})
         if cycle:
             raise ValueError("guidance dependencies form a cycle: " + " -> ".join(cycle))
+        for name in (self.hidden.vary if self.hidden else {}):
+            value = self.smoke.params.get(name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"hidden.vary names {name!r}, which is not an integer parameter of the smoke workload")
         return self
 
     def workload(self, name: str) -> Workload:

@@ -15,6 +15,7 @@ import torch
 from d2kgrade.dtypes import TORCH_NAMES
 
 _CATALOG_NAME = {getattr(torch, v): k for k, v in TORCH_NAMES.items()}
+_CHUNK = 1 << 26  # elements per float64 chunk: 512 MB of temporaries at most
 
 
 @dataclass
@@ -50,25 +51,47 @@ def compare_tensor(name: str, out: Any, ref: torch.Tensor, tol: tuple[float, flo
         return Mismatch(name, False, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}", n_total=n)
     if expect_device is not None and out.device.type != expect_device.type:
         return Mismatch(name, False, f"on {out.device}, expected {expect_device}", n_total=n)
+    if out.is_meta or out.layout != torch.strided:
+        return Mismatch(name, False, "a meta or sparse tensor holds no comparable data", n_total=n)
     atol, rtol = tol
-    o = out.detach().to("cpu", torch.float64) if out.dtype != torch.bool else out.detach().cpu().double()
-    r = ref.detach().to("cpu", torch.float64)
-    diff = (o - r).abs()
-    finite_ref = torch.isfinite(r)
-    bound = atol + rtol * r.abs()
-    good = torch.where(finite_ref, torch.isfinite(o) & (diff <= bound), (o == r) | (torch.isnan(o) & torch.isnan(r)))
-    n_bad = int((~good).sum())
-    fin = finite_ref & torch.isfinite(o)
-    max_abs = float(diff[fin].max()) if bool(fin.any()) else 0.0
-    rel = diff / r.abs().clamp_min(1e-30)
-    max_rel = float(rel[fin].max()) if bool(fin.any()) else 0.0
+    # Computed where the output lives (a 4 GB GEMM output is not copied to the host), in float64 chunks so the
+    # temporaries stay bounded.
+    dev = out.device
+    o_flat = out.detach().reshape(-1)
+    r_flat = ref.detach().to(dev).reshape(-1)
+    n_bad, max_abs, max_rel, first = 0, 0.0, 0.0, -1
+    for start in range(0, n, _CHUNK):
+        oc = o_flat[start:start + _CHUNK]
+        oc = oc.double() if oc.dtype != torch.bool else oc.to(torch.float64)
+        rc = r_flat[start:start + _CHUNK].to(torch.float64)
+        diff = (oc - rc).abs()
+        finite_ref = torch.isfinite(rc)
+        good = torch.where(finite_ref, torch.isfinite(oc) & (diff <= atol + rtol * rc.abs()),
+                           (oc == rc) | (torch.isnan(oc) & torch.isnan(rc)))
+        bad = ~good
+        nb = int(bad.sum())
+        if nb and first < 0:
+            first = start + int(torch.nonzero(bad)[0, 0])
+        n_bad += nb
+        fin = finite_ref & torch.isfinite(oc)
+        if bool(fin.any()):
+            max_abs = max(max_abs, float(diff[fin].max()))
+            max_rel = max(max_rel, float((diff / rc.abs().clamp_min(1e-30))[fin].max()))
     if n_bad == 0:
         return Mismatch(name, True, "", max_abs, max_rel, 0, n)
-    idx = [int(i) for i in torch.nonzero(~good)[0].tolist()] if o.dim() else []
-    got = float(o[tuple(idx)]) if o.dim() else float(o)
-    exp = float(r[tuple(idx)]) if r.dim() else float(r)
+    idx = _unravel(first, tuple(ref.shape))
+    got = float(o_flat[first].double())
+    exp = float(r_flat[first].double())
     return Mismatch(name, False, f"{n_bad} of {n} elements out of tolerance (atol={atol:g}, rtol={rtol:g}); "
                     f"first at {idx}: got {got!r}, expected {exp!r}", max_abs, max_rel, n_bad, n, idx, got, exp)
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim if dim else 0)
+        flat //= max(dim, 1)
+    return list(reversed(idx))
 
 
 def check_dtype(name: str, out: Any, expected: torch.dtype) -> Mismatch | None:

@@ -3,7 +3,8 @@
 Scripted: each request pops the next step from a queue, or asks a responder function. A step is one of
 
 - ``{"content": "...", "tool_calls": [{"name": ..., "arguments": "<json>"}], "usage": {...}}``: a completion;
-- ``{"status": 429}`` / ``{"status": 500, "body": {...}}``: an HTTP error;
+- ``{"status": 429}`` / ``{"status": 500, "body": {...}}``: an HTTP error (``"headers": {"Retry-After": "1"}``
+  adds response headers to any step);
 - ``{"sleep": 3.0, ...}``: wait before answering (for client timeouts), then answer the rest of the step;
 - ``{"raw": "..."}``: send this body as is (malformed JSON and the like).
 
@@ -60,7 +61,9 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # poll_interval 0.05: shutdown() waits up to one interval; the default 0.5 s adds up over many tests
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -91,8 +94,10 @@ class FakeOpenAI:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, body: bytes) -> None:
+            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, str(value))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -122,13 +127,14 @@ class FakeOpenAI:
                 step = fake.next_step(body)
                 if "sleep" in step:
                     time.sleep(float(step["sleep"]))
+                headers = step.get("headers")
                 if "raw" in step:
-                    self._send(int(step.get("status", 200)), str(step["raw"]).encode())
+                    self._send(int(step.get("status", 200)), str(step["raw"]).encode(), headers)
                 elif "status" in step and int(step["status"]) != 200:
                     err = step.get("body") or {"error": {"message": f"fake error {step['status']}",
                                                          "type": "fake"}}
-                    self._send(int(step["status"]), json.dumps(err).encode())
+                    self._send(int(step["status"]), json.dumps(err).encode(), headers)
                 else:
-                    self._send(200, json.dumps(completion(step, body.get("model", "fake"))).encode())
+                    self._send(200, json.dumps(completion(step, body.get("model", "fake"))).encode(), headers)
 
         return Handler

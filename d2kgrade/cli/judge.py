@@ -1,0 +1,113 @@
+"""``d2kgrade judge``: grade kernel files against a task's rubric (static analysis; the LLM judge plugs in here).
+
+The static path is :func:`judge_static`, which the ``llm``/``combined`` judges can call for the static half.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from d2kgrade.cli._common import JsonOption, SuiteOption, console, open_suite, print_json
+from d2kgrade.errors import UserError
+from d2kgrade.grades import FileGrade
+from d2kgrade.schema import Rubric, Task
+from d2kgrade.suite import load_rubric_file
+
+JUDGES = ("static", "llm", "combined")
+_VERDICT_STYLE = {"present": "green", "absent": "red", "unknown": "yellow"}
+
+
+def resolve_rubric(rubric: Path | None, task_id: str | None, suite: Path | None,
+                   need_task: bool = False) -> tuple[Rubric, Task | None]:
+    """The rubric (from ``--rubric`` or ``--task``) and, when available or needed, its task."""
+    if (rubric is None) == (task_id is None):
+        raise UserError("pass exactly one of --rubric FILE or --task ID")
+    if task_id is not None:
+        s = open_suite(suite)
+        return s.load_rubric(task_id), s.load_task(task_id)
+    assert rubric is not None
+    if not rubric.is_file():
+        raise UserError(f"{rubric}: no such rubric file")
+    r = load_rubric_file(rubric)
+    task = None
+    try:
+        s = open_suite(suite)
+        if r.task in s.task_ids:
+            task = s.load_task(r.task)
+    except UserError:
+        if need_task:
+            raise
+    if need_task and task is None:
+        raise UserError(f"--gating needs task {r.task!r} (its dependencies); pass --suite DIR holding it")
+    return r, task
+
+
+def judge_static(rubric: Rubric, files: list[Path], *, task: Task | None = None, gating: bool = False) -> list[FileGrade]:
+    """The static judge over files and directories."""
+    from d2kgrade.static.grade import grade_files
+
+    return grade_files(rubric, files, task=task, gating=gating)
+
+
+def _evidence_text(pg) -> Text:  # noqa: ANN001
+    t = Text()
+    for ev in pg.evidence[:3]:
+        where = f"{Path(ev.file).name}:{ev.start_line}" + (f"-{ev.end_line}" if ev.end_line != ev.start_line else "")
+        t.append(where, style="cyan")
+        first = next((ln.strip() for ln in ev.code.splitlines() if ln.strip()), "")
+        t.append(f"  {first[:70]}" + ("..." if len(first) > 70 else "") + "\n")
+    t.append(pg.reason, style="dim")
+    return t
+
+
+def render_grade(fg: FileGrade) -> None:
+    """One file's grade as a rich table (property, verdict, confidence, evidence with code and the reason), then
+    the score and per-level totals."""
+    table = Table(title=f"{fg.file}  [{fg.rater}, task {fg.task} v{fg.rubric_version}]", title_justify="left",
+                  show_lines=True)
+    table.add_column("property", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("conf", justify="right", no_wrap=True)
+    table.add_column("evidence (file:lines  code) and reason", overflow="fold", ratio=1)
+    prefix = fg.task + "."
+    for pg in fg.properties:
+        name = pg.property_id[len(prefix):] if pg.property_id.startswith(prefix) else pg.property_id
+        table.add_row(name, Text(pg.verdict, style=_VERDICT_STYLE.get(pg.verdict, "")), f"{pg.confidence:.2f}",
+                      _evidence_text(pg))
+    console.print(table)
+    if fg.error:
+        console.print(f"[yellow]not analysed:[/yellow] {fg.error}", soft_wrap=True)
+    levels = "  ".join(f"{ls.level} {ls.points:.1f}/{ls.max_points:.1f} ({ls.n_present}/{ls.n_total})"
+                       for ls in fg.levels if ls.n_total)
+    console.print(f"score [bold]{fg.score:.1f}[/bold]/100   {levels}   unknown: {fg.n_unknown}\n")
+
+
+def judge(
+    files: list[Path] = typer.Argument(..., help="Kernel files, or directories (every *.py, *.cu, *.cuh under them)."),
+    rubric: Path = typer.Option(None, "--rubric", help="Rubric file (rubrics/<id>.yaml).", show_default=False),
+    task_id: str = typer.Option(None, "--task", help="Task id: use the suite's rubric for it.", show_default=False),
+    judge_kind: str = typer.Option("static", "--judge", help="Which rater: static (this build) | llm | combined."),
+    as_json: bool = JsonOption,
+    suite: Path = SuiteOption,
+    gating: bool = typer.Option(False, "--gating", help="Count a property only when what it depends on is present."),
+) -> None:
+    """Grade kernels: per property the verdict, confidence and evidence, then the 0-100 score per file."""
+    if judge_kind not in JUDGES:
+        raise UserError(f"--judge must be one of {', '.join(JUDGES)}, got {judge_kind!r}")
+    r, task = resolve_rubric(rubric, task_id, suite, need_task=gating)
+    if judge_kind != "static":
+        raise UserError(f"--judge {judge_kind} is not available in this build")
+    grades = judge_static(r, files, task=task, gating=gating)
+    if as_json:
+        print_json([g.model_dump(mode="json") for g in grades])
+        return
+    for g in grades:
+        render_grade(g)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("judge")(judge)

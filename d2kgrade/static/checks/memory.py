@@ -1,0 +1,452 @@
+"""Memory checks: what is loaded once and reused, cache hints, sweeps over tiles, hoisting, masks, descriptors,
+vector accesses, and kernels that hand data to each other through a workspace."""
+
+from __future__ import annotations
+
+from d2kgrade.static.checkutil import as_list, code, exclusive, is_persistent, matches, span
+from d2kgrade.static.dataflow import Flow, flow
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Call, Expr, Function
+from d2kgrade.static.registry import CheckResult, Span, check, found, missing
+
+VECTOR_DEFAULT = ["float4", "uint4", "int4", "float2", "uint2", "int2", "double2", "half2", "__half2",
+                  "__nv_bfloat162", "longlong2", "ulonglong2"]
+
+
+def _reduction_ok(fl: Flow, fn: Function, c: Call, names: list[str]) -> bool:
+    if "any" in names:
+        return fl.is_reduction(c.expr, fn)
+    return matches(c.name, names)
+
+
+def _fed(fl: Flow, fn: Function, tainted: set[str], seeds: set[int], reductions: list[str],
+         depth: int = 0) -> tuple[dict[str, Call], list[Call]]:
+    """Reductions (by requested name) and stores in ``fn`` (and helpers it calls) fed element-wise by the taint."""
+    red: dict[str, Call] = {}
+    stores: list[Call] = []
+    for kind, c, _ in fl.memory_ops(fn):
+        if kind == "store":
+            v = fl.stored_value(c)
+            if v is not None and fl.reads_through(v, fn, tainted, seeds):
+                stores.append(c)
+    for c in fn.calls:
+        if c.name in ("tl.store", "store", "launch"):
+            continue
+        args = list(c.expr.args) + list((c.expr.kwargs or {}).values())
+        hit = [a for a in args if fl.reads_through(a, fn, tainted, seeds)]
+        if not hit:
+            continue
+        for r in reductions:
+            if r not in red and _reduction_ok(fl, fn, c, [r]):
+                red[r] = c
+        callee = fl.callee(c.name, fn) if c.expr.recv is None else None
+        if callee is not None and callee.is_device and depth < 2 and callee is not fn:
+            bound = {p for i, p in enumerate(callee.params)
+                     if (a := c.expr.kw(p, i)) is not None and fl.reads_through(a, fn, tainted, seeds)}
+            sub_t = fl.taint(callee, bound, set())
+            r2, s2 = _fed(fl, callee, sub_t, set(), reductions, depth + 1)
+            for k, v in r2.items():
+                red.setdefault(k, v)
+            stores.extend(s2)
+    return red, stores
+
+
+@check("load_feeds")
+def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum", stores: int = 1,
+               min_sources: int = 1, single_load: bool = False) -> CheckResult:
+    """One loaded value (or, with ``min_sources`` >= 2, one value combined from that many different input
+    pointers) feeds, element-wise, every reduction in ``reductions`` (call names; ``any`` = any reduction,
+    including warp shuffles and reducing helpers) and at least ``stores`` stores, in one kernel. With
+    ``single_load`` no other load of the same pointer may happen in that kernel (outside exclusive branches):
+    the data stays on chip between the reductions and the store."""
+    fl = flow(facts)
+    reds = as_list(reductions)
+    best: tuple[int, str] = (0, "no load in reachable kernels")
+    for fn in code(facts, lang):
+        mem = fl.memory_ops(fn)
+        loads = [(c, b) for kind, c, b in mem if kind == "load"]
+        if not loads:
+            continue
+        seeds_list: list[tuple[set[str], set[int], set[str], list[Call]]] = []
+        if min_sources <= 1:
+            for c, b in loads:
+                seeds_list.append((fl.taint(fn, set(), {id(c.expr)}), {id(c.expr)}, b, [c]))
+        else:
+            per_load = [(c, b, fl.taint(fn, set(), {id(c.expr)})) for c, b in loads]
+            for a in fn.assigns:
+                for v in a.targets:
+                    srcs = [(c, b) for c, b, t in per_load if v in t and b]
+                    distinct = {frozenset(b) for _, b in srcs}
+                    if len(distinct) >= min_sources:
+                        seeds_list.append((fl.taint(fn, {v}, set()), set(), set().union(*distinct),
+                                           [c for c, _ in srcs]))
+        for tainted, seeds, bases, seed_calls in seeds_list:
+            red, fed_stores = _fed(fl, fn, tainted, seeds, reds)
+            score = len(red) + min(len(fed_stores), stores)
+            if len(red) < len(reds) or len(fed_stores) < stores:
+                if score > best[0]:
+                    got = ", ".join(red) or "no reduction"
+                    best = (score, f"in {fn.name}, the loaded value feeds {got} and {len(fed_stores)} store(s); "
+                                   f"needs {', '.join(reds)} and {stores} store(s)")
+                continue
+            if single_load and bases:
+                again = [c for c, b in loads if c not in seed_calls and b & bases
+                         and not any(exclusive(c.guards, s.guards) for s in seed_calls)]
+                if again:
+                    if best[0] < 100:
+                        best = (100, f"in {fn.name}, {', '.join(sorted(bases))} is loaded again at line "
+                                     f"{again[0].line}")
+                    continue
+            spans = [span(c, "load") for c in seed_calls[:2]] + [span(c, f"{k} of the loaded value")
+                                                                 for k, c in red.items()]
+            spans += [span(c, "store of a value computed from it") for c in fed_stores[:2]]
+            what = "one load of " + ", ".join(sorted(bases)) if bases else "a loaded value"
+            return found(f"in {fn.name}, {what} feeds {', '.join(red)} and {len(fed_stores)} store(s)"
+                         + (" with no second load of it" if single_load else ""), spans, 0.85)
+    return missing(best[1], confidence=0.8)
+
+
+@check("eviction_policy")
+def eviction_policy(facts: Facts, lang: str, *, value: str, op: str = "load", in_loop: bool | None = None) -> CheckResult:
+    """A reachable ``tl.load`` (``op: load``), ``tl.store`` (``store``) or either (``any``) passes
+    ``eviction_policy=value`` (``evict_last``, ``evict_first``)."""
+    names = {"load": ["tl.load", ".load"], "store": ["tl.store", ".store"],
+             "any": ["tl.load", "tl.store", ".load", ".store"]}[op]
+    fl = flow(facts)
+    hits = []
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if c.name in names and (in_loop is None or bool(c.loops) == in_loop):
+                e = c.expr.kw("eviction_policy")
+                if e is not None and (e.value == value or fl.fold(e, fn) == value or
+                                      (e.kind == "name" and facts.consts.get(e.op) == value)):
+                    hits.append(c)
+    if hits:
+        return found(f"{hits[0].name} with eviction_policy='{value}'", [span(c, value) for c in hits[:4]], 0.95)
+    return missing(f"no {op} with eviction_policy='{value}'", confidence=0.9)
+
+
+@check("cache_modifier")
+def cache_modifier(facts: Facts, lang: str, *, value: str | list[str], op: str = "any") -> CheckResult:
+    """A reachable ``tl.load``/``tl.store`` passes ``cache_modifier`` in ``value`` (``.cg``, ``.cs``, ``.ca``...)."""
+    vals = as_list(value)
+    names = {"load": ["tl.load"], "store": ["tl.store"], "any": ["tl.load", "tl.store"]}[op]
+    hits = [c for fn in code(facts, lang) for c in fn.calls if c.name in names
+            and (e := c.expr.kw("cache_modifier")) is not None and e.value in vals]
+    if hits:
+        return found(f"{hits[0].name} with cache_modifier={hits[0].expr.kw('cache_modifier').value!r}",  # type: ignore
+                     [span(c) for c in hits[:4]], 0.95)
+    return missing(f"no {op} with cache_modifier in {vals}", confidence=0.9)
+
+
+@check("tile_sweeps")
+def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded") -> CheckResult:  # noqa: A002
+    """One kernel runs at least ``min`` consecutive loops (siblings, not nested) over the same data: the later loop
+    loads a pointer that the first loop loaded (``reload: loaded``), stored (``stored``) or either (``any``)."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        mem = fl.memory_ops(fn)
+        by_loop: dict[int, list[tuple[str, set[str]]]] = {}
+        for kind, c, b in mem:
+            for lid in c.loops:
+                by_loop.setdefault(lid, []).append((kind, b))
+        loops = sorted((lp for lp in fn.loops if lp.id in by_loop), key=lambda lp: lp.line)
+        for i, first in enumerate(loops):
+            chain = [first]
+            first_bases = {x for kind, b in by_loop[first.id] if reload == "any" or
+                           kind == ("load" if reload == "loaded" else "store") for x in b}
+            if not first_bases:
+                continue
+            for later in loops[i + 1:]:
+                if later.parent != first.parent or later.line <= chain[-1].end_line or exclusive(
+                        first.guards, later.guards):
+                    continue
+                loaded = {x for kind, b in by_loop[later.id] if kind == "load" for x in b}
+                if loaded & first_bases:
+                    chain.append(later)
+            if len(chain) >= min:
+                base = ", ".join(sorted(first_bases & {x for kind, b in by_loop[chain[-1].id] for x in b}))
+                return found(f"{len(chain)} sweeps in {fn.name} over {base}",
+                             [span(lp, f"sweep {k + 1}") for k, lp in enumerate(chain[:4])], 0.85)
+    return missing(f"no kernel with {min} consecutive loops re-reading the same data ({reload})", confidence=0.85)
+
+
+@check("hoisted_load")
+def hoisted_load(facts: Facts, lang: str, *, into: str = "persistent") -> CheckResult:
+    """A value loaded before a loop is used inside it (loaded once per program, not per iteration). ``into:
+    persistent`` requires the loop to be a persistent loop over work items (``tl.range(pid, n, NUM_PROGS)``);
+    ``any`` accepts any loop."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        loops = [lp for lp in fn.loops if into == "any" or is_persistent(fl, fn, lp)]
+        if not loops:
+            continue
+        loads = [c for kind, c, _ in fl.memory_ops(fn) if kind == "load"]
+        for lp in loops:
+            for c in loads:
+                if lp.id in c.loops or c.line >= lp.line:
+                    continue
+                t = fl.taint(fn, set(), {id(c.expr)})
+                t.discard("")
+                used = [a for a in fn.assigns if lp.id in a.loops and fl.reads_through(a.value, fn, t, set())]
+                used += [x for x in fn.calls if lp.id in x.loops and x.name in ("tl.store", "store")
+                         and fl.reads_through(x.expr, fn, t, set())]
+                if used:
+                    return found(f"in {fn.name}, a load at line {c.line} is reused inside the loop at line {lp.line}",
+                                 [span(c, "load before the loop"), span(lp, "loop"),
+                                  Span(used[0].line, used[0].end_line, "use inside the loop")], 0.85)
+    what = "persistent loop" if into == "persistent" else "loop"
+    return missing(f"no value loaded before a {what} and reused inside it", confidence=0.8)
+
+
+def _masked(c: Call) -> bool:
+    e = c.expr
+    if c.name == "tl.load":
+        return e.kw("mask", 1) is not None or e.kw("boundary_check") is not None
+    return False
+
+
+@check("unmasked_load")
+def unmasked_load(facts: Facts, lang: str, *, guarded: bool = False, in_loop: bool = False) -> CheckResult:
+    """A reachable ``tl.load`` without ``mask=``. ``guarded``: the unmasked load sits under a branch on a
+    constexpr/heuristic flag (``if EVEN_K:``), or in a main loop whose tail is handled by a masked load of the same
+    pointer outside it. ``in_loop``: the load is inside a loop."""
+    fl = flow(facts)
+    for fn in code(facts, "triton" if lang == "any" else lang):
+        mem = [(c, b) for kind, c, b in fl.memory_ops(fn) if kind == "load" and c.name == "tl.load"]
+        for c, b in mem:
+            if _masked(c) or (in_loop and not c.loops):
+                continue
+            if not guarded:
+                return found(f"unmasked tl.load in {fn.name}", span(c, "no mask"), 0.8)
+            flags = set(fn.constexprs) | set(fn.heuristics)
+            if any(g.names() & flags for g in c.guards):
+                return found(f"unmasked tl.load under a compile-time branch in {fn.name}",
+                             [span(c, "no mask")] + [span(g, "constexpr branch") for g in c.guards[:1]], 0.85)
+            tails = [t for t, tb in mem if t is not c and _masked(t) and tb & b and set(t.loops) != set(c.loops)]
+            if c.loops and tails:
+                return found(f"unmasked main-loop load with a masked tail in {fn.name}",
+                             [span(c, "main loop, no mask"), span(tails[0], "masked tail")], 0.8)
+    return missing("every reachable load is masked" + (" (or the unmasked ones are not behind a compile-time "
+                                                       "branch)" if guarded else ""), confidence=0.8)
+
+
+@check("divisibility_hints")
+def divisibility_hints(facts: Facts, lang: str) -> CheckResult:
+    """Reachable Triton code gives the compiler alignment/contiguity hints (``tl.multiple_of``,
+    ``tl.max_contiguous``, ``tl.assume``), which let loads vectorise to 128-bit accesses."""
+    names = ["tl.multiple_of", "tl.max_contiguous", "tl.assume"]
+    hits = [c for fn in code(facts, lang) for c in fn.calls if c.name in names]
+    if hits:
+        return found(f"{hits[0].name} hint", [span(c, c.name) for c in hits[:4]], 0.85)
+    return missing("no tl.multiple_of / tl.max_contiguous / tl.assume hint", confidence=0.7)
+
+
+@check("descriptor_access")
+def descriptor_access(facts: Facts, lang: str, *, op: str = "load", in_loop: bool | None = None) -> CheckResult:
+    """A reachable jit function loads (``op: load``) or stores (``store``) through a tensor descriptor
+    (``desc.load([m, k])`` on ``tl.make_tensor_descriptor`` or a host ``TensorDescriptor``): TMA on Hopper."""
+    fl = flow(facts)
+    hits = []
+    for fn in code(facts, "triton"):
+        for kind, c, _ in fl.memory_ops(fn):
+            if kind == op and c.name.startswith(".") and (in_loop is None or bool(c.loops) == in_loop):
+                hits.append(c)
+    if hits:
+        return found(f"tensor-descriptor {op} {hits[0].name}(...)", [span(c, f"descriptor {op}") for c in hits[:4]],
+                     0.9)
+    return missing(f"no tensor-descriptor {op}" + (" inside a loop" if in_loop else ""), confidence=0.9)
+
+
+@check("vector_access")
+def vector_access(facts: Facts, lang: str, *, types: list[str] | None = None) -> CheckResult:
+    """Reachable CUDA code moves data as vector types (``reinterpret_cast<const float4*>``, ``uint4`` loads,
+    ``__nv_bfloat162``/``half2`` pairs): 64/128-bit accesses instead of scalar ones."""
+    want = set(types or VECTOR_DEFAULT)
+    fl = flow(facts)
+    casts = [t for t in facts.reachable_tokens("reinterpret") if t.text in want]
+    vec_loads = []
+    for fn in code(facts, "cuda"):
+        for kind, c, _ in fl.memory_ops(fn):
+            for n in c.expr.walk():
+                if n.kind == "call" and n.op == "reinterpret_cast" and n.value in want:
+                    vec_loads.append(c)
+                    break
+    hits = vec_loads or casts
+    if hits:
+        return found(f"vector accesses ({', '.join(sorted({t.text for t in casts} or want & {'float4'}))})",
+                     [span(h, "vector access") for h in hits[:4]], 0.9)  # type: ignore[arg-type]
+    return missing(f"no {'/'.join(sorted(want)[:4])}... vector accesses in reachable CUDA code", confidence=0.85)
+
+
+@check("int64_offsets")
+def int64_offsets(facts: Facts, lang: str) -> CheckResult:
+    """Offsets are computed in 64-bit (``pid.to(tl.int64)``, ``tl.cast(x, tl.int64)``, ``(int64_t)`` in CUDA), so
+    products such as ``row * stride`` past 2^31 elements do not overflow."""
+    hits = [c for fn in code(facts, lang) for c in fn.calls if c.expr.kind == "cast" and c.expr.op == "int64"]
+    if hits:
+        return found("64-bit offset arithmetic", [span(c, "int64 cast") for c in hits[:4]], 0.85)
+    return missing("no 64-bit cast in offset arithmetic", confidence=0.7)
+
+
+@check("no_reload_in_loop")
+def no_reload_in_loop(facts: Facts, lang: str) -> CheckResult:
+    """No loop of a reachable kernel loads from an address that does not change across its iterations (such a
+    load belongs before the loop). Fails pointing at the loop-invariant load."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        carried = fl.carried(fn)
+        for lp in fn.loops:
+            varying = {lp.var} | set(carried.get(lp.id, {}))
+            inside = [a for a in fn.assigns if lp.id in a.loops]
+            changed = True
+            while changed:
+                changed = False
+                for a in inside:
+                    if not set(a.targets) <= varying and (a.value.names() & varying or any(
+                            n.kind == "call" and n.op in ("tl.load", "load") for n in a.value.walk())):
+                        varying.update(a.targets)
+                        changed = True
+            for kind, c, b in fl.memory_ops(fn):
+                if kind != "load" or lp.id not in c.loops or not b:
+                    continue
+                ptr = c.expr.kw("pointer", 0) if not c.name.startswith(".") else c.expr.args[0] if c.expr.args else None
+                if ptr is None:
+                    continue
+                if not (ptr.names() & varying) and not any(
+                        n.kind == "name" and n.op in varying for n, f, _ in fl.walk(ptr, fn, within=lp)):
+                    return missing(f"in {fn.name}, the load at line {c.line} reads the same address on every "
+                                   f"iteration of the loop at line {lp.line}",
+                                   [span(c, "loop-invariant load"), span(lp, "loop")], 0.75)
+    return found("no loop-invariant load inside a loop", [], 0.7)
+
+
+@check("producer_consumer_kernels")
+def producer_consumer_kernels(facts: Facts, lang: str, *, producer_axis: int | None = None) -> CheckResult:
+    """Two launched kernels hand data through a buffer: the first stores into a tensor that a later one loads
+    (split reductions: partial results, then a combine). ``producer_axis``: the first kernel indexes its grid
+    along that axis too (``tl.program_id(1)``, ``blockIdx.y``): the work is split in two dimensions."""
+    fl = flow(facts)
+    launches = [la for la in facts.launches if la.kernel in facts.functions]
+    if lang != "any":
+        want = "py" if lang == "triton" else "cuda"
+        launches = [la for la in launches if facts.functions[la.kernel].lang == want]
+
+    def arg_names(la, params: set[str]) -> dict[str, str]:
+        k = facts.functions[la.kernel]
+        out = {}
+        for p in params:
+            e = fl.launch_arg(la, k, p)
+            if e is None:
+                continue
+            for n in e.walk():
+                if n.kind == "name":
+                    out[p] = n.op
+                    break
+        return out
+
+    for i, la1 in enumerate(launches):
+        k1 = facts.functions[la1.kernel]
+        if producer_axis is not None and not _uses_axis(fl, k1, producer_axis):
+            continue
+        stored = {b for kind, _, bs in fl.memory_ops(k1) if kind == "store" for b in bs}
+        out1 = arg_names(la1, stored)
+        for la2 in launches[i + 1:]:
+            k2 = facts.functions[la2.kernel]
+            if k2 is k1:
+                continue
+            loaded = {b for kind, _, bs in fl.memory_ops(k2) if kind == "load" for b in bs}
+            in2 = arg_names(la2, loaded)
+            shared = {v for v in out1.values() if v in in2.values()}
+            if shared:
+                return found(f"{k1.name} writes {', '.join(sorted(shared))}, which {k2.name} then reads",
+                             [span(la1, f"launch of {k1.name}"), span(la2, f"launch of {k2.name}")], 0.85)
+    extra = f" (with a grid axis {producer_axis} in the producer)" if producer_axis is not None else ""
+    return missing(f"no kernel stores a buffer that a later kernel loads{extra}", confidence=0.8)
+
+
+def _uses_axis(fl: Flow, fn: Function, axis: int) -> bool:
+    for c in fn.calls:
+        if c.name == "tl.program_id":
+            a = c.expr.kw("axis", 0)
+            if a is not None and fl.fold(a, fn) == axis:
+                return True
+    dims = {1: "blockIdx.y", 2: "blockIdx.z"}
+    if axis in dims:
+        return any(dims[axis] in a.value.names() for a in fn.assigns) or any(
+            dims[axis] in c.expr.names() for c in fn.calls)
+    return False
+
+
+def _unit_arange(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> Expr | None:
+    """The ``tl.arange`` that indexes the innermost dimension with unit stride (added, never multiplied)."""
+    if depth > 8:
+        return None
+    k = e.kind
+    if k == "call" and e.op == "tl.arange":
+        return e
+    if k == "call" and e.op in ("tl.multiple_of", "tl.max_contiguous") and e.args:
+        return _unit_arange(fl, e.args[0], fn, depth + 1)
+    if k == "bin" and e.op in ("+", "-"):
+        return _unit_arange(fl, e.args[1], fn, depth + 1) or _unit_arange(fl, e.args[0], fn, depth + 1)
+    if k == "sub" and e.args:
+        idx = e.args[1:]
+        if len(idx) >= 1 and idx[-1].kind == "const" and idx[-1].value is None:
+            return None  # x[:, None]: a column vector, its arange runs along rows
+        return _unit_arange(fl, e.args[0], fn, depth + 1)
+    if k == "cast" and e.args:
+        return _unit_arange(fl, e.args[0], fn, depth + 1)
+    if k == "name":
+        for a in fn.defs().get(e.op, []):
+            if a.value.kind == "other":
+                continue
+            hit = _unit_arange(fl, a.value, fn, depth + 1)
+            if hit is not None:
+                return hit
+    return None
+
+
+@check("contiguous_tile_access")
+def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4) -> CheckResult:
+    """Loads that Triton can issue as 128-bit vectors: a tile whose innermost index is ``tl.arange`` with unit
+    stride, from a kernel that leaves its integer arguments specialisable (no ``do_not_specialize``), so row
+    strides divisible by 16 are known to the compiler; block-pointer and descriptor loads count too. When the
+    block size and ``num_warps`` of a launch are both constants, each thread must get at least
+    ``min_per_thread`` contiguous elements (``BLOCK >= min_per_thread * 32 * num_warps``)."""
+    fl = flow(facts)
+    reason = "no load with a unit-stride tl.arange innermost index"
+    for fn in code(facts, "triton"):
+        if fn.do_not_specialize:
+            reason = f"{fn.name} disables specialisation of {fn.do_not_specialize}"
+            continue
+        for kind, c, _ in fl.memory_ops(fn):
+            if kind != "load":
+                continue
+            if c.name.startswith("."):
+                return found(f"descriptor load in {fn.name}", span(c, "TMA load"), 0.8)
+            ptr = c.expr.kw("pointer", 0)
+            if ptr is None:
+                continue
+            if any(n.kind == "call" and n.op == "tl.make_block_ptr" for n, _, _ in fl.walk(ptr, fn, depth=3)):
+                return found(f"block-pointer load in {fn.name}", span(c, "block-pointer load"), 0.75)
+            ar = _unit_arange(fl, ptr, fn)
+            if ar is None or len(ar.args) != 2:
+                continue
+            size = ar.args[1]
+            narrow = False
+            if size.kind == "name" and size.op in fn.params:
+                for la in fl.launches_of(fn):
+                    caller = facts.functions.get(la.caller)
+                    b = fl.launch_arg(la, fn, size.op)
+                    w = la.kwargs.get("num_warps")
+                    if caller is None or b is None:
+                        continue
+                    bv, wv = fl.fold(b, caller), fl.fold(w, caller) if w is not None else 4
+                    if isinstance(bv, int) and isinstance(wv, int) and bv < min_per_thread * 32 * wv:
+                        narrow = True
+                        reason = (f"{fn.name} is launched with {size.op}={bv} and num_warps={wv}: fewer than "
+                                  f"{min_per_thread} contiguous elements per thread")
+            if not narrow:
+                return found(f"unit-stride tile loads in {fn.name}", [span(c, "contiguous load"),
+                                                                      span(ar, "innermost index")], 0.75)
+    return missing(reason, confidence=0.7)

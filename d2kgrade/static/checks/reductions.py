@@ -1,0 +1,258 @@
+"""Reduction checks: online (rescaled) accumulators, reduction axes and precision, what is done once per row
+(a reciprocal, an rsqrt) versus per element (a division), warp-level reductions."""
+
+from __future__ import annotations
+
+from d2kgrade.static.checkutil import as_list, code, matches, span
+from d2kgrade.static.dataflow import EXPS, LOADS, MAXES, Flow, flow
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Assign, Expr, Function
+from d2kgrade.static.registry import CheckResult, Span, check, found, missing
+
+DIVISIONS = {"__fdividef", "fdividef", "tl.fdiv", "tl.div_rn", "libdevice.div_rn", "__fdiv_rn", "__hdiv"}
+RECIPROCALS = {"__frcp_rn", "__frcp_rz", "tl.math.rcp", "libdevice.rcp_rn", "__hrcp", "hrcp", "__fdividef_rcp"}
+
+
+def _is_max_update(fl: Flow, fn: Function, a: Assign, var: str, loop) -> bool:  # noqa: ANN001
+    e, f, env, _ = fl._def_value(a, fn, None, 0)
+    for node, nf, nenv in fl.walk(e, f, env, within=loop):
+        if node.kind == "call" and node.op in MAXES:
+            if any(fl.refs(arg, nf, var, fn, nenv, within=loop) for arg in node.args):
+                return True
+        if node.kind == "ternary" and node.args and node.args[0].kind == "cmp" and node.args[0].op in (">", "<"):
+            if fl.refs(node.args[0], nf, var, fn, nenv, within=loop):
+                return True
+    return False
+
+
+def _rescale(fl: Flow, fn: Function, a: Assign, s: str, m: str, loop) -> Expr | None:  # noqa: ANN001
+    """A product ``s * exp(... m ...)`` in the update of ``s``."""
+    e, f, env, _ = fl._def_value(a, fn, None, 0)
+    for node, nf, nenv in fl.walk(e, f, env, within=loop):
+        if node.kind != "bin" or node.op != "*" or len(node.args) != 2:
+            continue
+        for x, y in (node.args, reversed(node.args)):
+            if not fl.refs(x, nf, s, fn, nenv, within=loop):
+                continue
+            for sub, sf, senv in fl.walk(y, nf, nenv, within=loop):
+                if sub.kind == "call" and (sub.op in EXPS or matches(sub.op, EXPS)) and any(
+                        fl.refs(arg, sf, m, fn, senv, within=loop) for arg in sub.args):
+                    return node
+    return None
+
+
+@check("loop_carried_rescale")
+def loop_carried_rescale(facts: Facts, lang: str, *, kind: str = "max") -> CheckResult:
+    """An online normaliser: inside one loop, a carried running maximum ``m`` is updated from itself
+    (``m_new = max(m, ...)``; ``kind: any`` drops this requirement) and a carried running sum ``s`` is rescaled by
+    ``exp(m_old - m_new)``: ``s = s * exp(m - m_new) + ...``. Works through helpers that return the pair, for
+    Triton tile loops and CUDA loops alike (including warp-shuffle merges of (m, s) pairs)."""
+    fl = flow(facts)
+    seen_max = ""
+    for fn in code(facts, lang):
+        for loop_id, by_var in fl.carried(fn).items():
+            loop = fn.loop(loop_id)
+            maxes = [v for v, ups in by_var.items() if kind == "any" or any(
+                _is_max_update(fl, fn, a, v, loop) for a in ups)]
+            if maxes and not seen_max:
+                seen_max = f"{maxes[0]} (line {by_var[maxes[0]][0].line})"
+            for m in maxes:
+                for s, ups in by_var.items():
+                    if s == m:
+                        continue
+                    for a in ups:
+                        prod = _rescale(fl, fn, a, s, m, loop)
+                        if prod is not None:
+                            spans = [Span(by_var[m][0].line, by_var[m][0].end_line, f"running max {m}"),
+                                     Span(a.line, a.end_line, f"running sum {s} rescaled"),
+                                     span(loop, "loop")]  # type: ignore[arg-type]
+                            return found(f"in {fn.name}, {s} is rescaled by exp of the change of running max {m} "
+                                         f"in the loop at line {loop.line}", spans, 0.9)  # type: ignore[union-attr]
+    if seen_max:
+        return missing(f"running max {seen_max} found, but no running sum rescaled by exp(m_old - m_new)",
+                       confidence=0.85)
+    return missing("no loop-carried running max with a rescaled running sum", confidence=0.85)
+
+
+@check("reduction_axis")
+def reduction_axis(facts: Facts, lang: str, *, axis: int = 1, name: str | list[str] | None = None) -> CheckResult:
+    """A reachable reduction (``tl.sum``/``tl.max``... or ``name``) reduces along ``axis`` of a 2-D tile
+    (``tl.max(x, axis=1)``): several rows handled by one program."""
+    fl = flow(facts)
+    names = as_list(name) or ["tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin"]
+    for fn in code(facts, "triton" if lang == "any" else lang):
+        for c in fn.calls:
+            if c.name in names:
+                a = c.expr.kw("axis", 1)
+                if a is not None and fl.fold(a, fn) == axis:
+                    return found(f"{c.name} along axis {axis} in {fn.name}", span(c, "reduction"), 0.85)
+    return missing(f"no reduction along axis {axis}", confidence=0.85)
+
+
+def _loads_cast(fl: Flow, e: Expr, fn: Function, dtype: str, seen: set[int], depth: int = 0) -> bool | None:
+    """True when every load reaching ``e`` is converted to ``dtype`` before use; None when no load reaches it."""
+    if depth > 12:
+        return None
+    if e.kind == "cast":
+        return True if e.op == dtype else _loads_cast(fl, e.args[0], fn, dtype, seen, depth + 1) if e.args else None
+    if e.kind == "call":
+        if e.op in ("tl.zeros", "tl.full"):
+            return None
+        if e.op in LOADS or (e.op in (".load",) and fn.kind == "jit"):
+            return False
+    if e.kind == "name":
+        defs = fl.defs(e.op, fn)
+        if not defs and e.op in fn.params:
+            return None
+        verdicts = []
+        for a in defs:
+            if id(a) in seen:
+                continue
+            seen.add(id(a))
+            verdicts.append(_loads_cast(fl, a.value, fn, dtype, seen, depth + 1))
+        return None if all(v is None for v in verdicts) else all(v is not False for v in verdicts)
+    kids = list(e.args) + list((e.kwargs or {}).values()) + ([e.recv] if e.recv is not None else [])
+    verdicts = [_loads_cast(fl, k, fn, dtype, seen, depth + 1) for k in kids]
+    return None if all(v is None for v in verdicts) else all(v is not False for v in verdicts)
+
+
+@check("reduction_in_fp32")
+def reduction_in_fp32(facts: Facts, lang: str, *, name: str | list[str] = "tl.sum", dtype: str = "fp32") -> CheckResult:
+    """Every loaded value that reaches a reduction named ``name`` (``any`` = any reduction, including warp
+    shuffles and reducing helpers) is converted to ``dtype`` first (``x.to(tl.float32)``, ``__bfloat162float``,
+    ``float h = ...``): squares and sums are not formed in 16-bit."""
+    fl = flow(facts)
+    names = as_list(name)
+    found_any = False
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if not (matches(c.name, names) or ("any" in names and fl.is_reduction(c.expr, fn))):
+                continue
+            for arg in c.expr.args[:1]:
+                v = _loads_cast(fl, arg, fn, dtype, set())
+                if v is None:
+                    continue
+                found_any = True
+                if v:
+                    return found(f"{c.name} in {fn.name} reduces values converted to {dtype}", span(c, "reduction"),
+                                 0.85)
+                return missing(f"{c.name} at line {c.line} reduces loaded values not converted to {dtype}",
+                               [span(c, "reduction of unconverted data")], 0.8)
+    if not found_any:
+        return missing(f"no reduction ({', '.join(names)}) of loaded data found", confidence=0.7)
+    return missing(f"no reduction of {dtype}-converted data", confidence=0.7)
+
+
+@check("call_on_reduction")
+def call_on_reduction(facts: Facts, lang: str, *, name: str | list[str]) -> CheckResult:
+    """A call to ``name`` (``tl.rsqrt``, ``rsqrtf``...) is applied to a reduced value (a row statistic), i.e. once
+    per row, not per element."""
+    fl = flow(facts)
+    names = as_list(name)
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if matches(c.name, names) and c.expr.args:
+                red = fl.reduction_derived(c.expr.args[0], fn)
+                if red is not None:
+                    return found(f"{c.name} of a reduced value in {fn.name}",
+                                 [span(c, c.name), Span(red.line, red.end_line, "reduction")], 0.85)
+    return missing(f"no {' / '.join(names)} applied to a reduced value", confidence=0.85)
+
+
+def _load_taint(fl: Flow, fn: Function) -> set[str]:
+    def compute() -> set[str]:
+        seeds = {id(c.expr) for kind, c, _ in fl.memory_ops(fn) if kind == "load"}
+        return fl.taint(fn, set(), seeds) | {"<seeds>"}
+    return fl.facts.memo(f"load-taint:{fn.key}", compute)
+
+
+def _divisions(fn: Function):  # noqa: ANN202
+    for e in [a.value for a in fn.assigns] + [c.expr for c in fn.calls if c.name in ("tl.store", "store")]:
+        for n in e.walk():
+            if n.kind == "bin" and n.op == "/" and len(n.args) == 2:
+                yield n, n.args[0], n.args[1]
+            elif n.kind == "call" and n.op in DIVISIONS and len(n.args) == 2:
+                yield n, n.args[0], n.args[1]
+
+
+@check("division_by_reduction")
+def division_by_reduction(facts: Facts, lang: str) -> CheckResult:
+    """Some element-wise value is divided by a reduced value (``p / s``, ``h / tl.sqrt(ms + eps)``): one division per
+    element. Usually negated: the property is to compute a reciprocal (or rsqrt) once and multiply."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        taint = _load_taint(fl, fn)
+        seeds = {id(c.expr) for kind, c, _ in fl.memory_ops(fn) if kind == "load"}
+        for node, num, den in _divisions(fn):
+            if fl.fold(num, fn) is not None:
+                continue
+            if not fl.reads_through(num, fn, taint, seeds):
+                continue
+            red = fl.reduction_derived(den, fn)
+            if red is not None:
+                return found(f"element-wise division by a reduced value at line {node.line} in {fn.name}",
+                             [span(node, "per-element division"), Span(red.line, red.end_line, "reduction")], 0.85)
+    return missing("no element-wise division by a reduced value", confidence=0.8)
+
+
+@check("reciprocal_multiply")
+def reciprocal_multiply(facts: Facts, lang: str) -> CheckResult:
+    """A reciprocal of a reduced value is computed once (``inv = 1.0 / s``, ``__frcp_rn(s)``) and then multiplies
+    element-wise values."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        taint = _load_taint(fl, fn)
+        seeds = {id(c.expr) for kind, c, _ in fl.memory_ops(fn) if kind == "load"}
+        recips: list[tuple[Assign, Expr]] = []
+        for a in fn.assigns:
+            for n in a.value.walk():
+                den = None
+                if n.kind == "bin" and n.op == "/" and len(n.args) == 2 and fl.fold(n.args[0], fn) == 1:
+                    den = n.args[1]
+                elif n.kind == "call" and n.op in DIVISIONS and len(n.args) == 2 and fl.fold(n.args[0], fn) == 1:
+                    den = n.args[1]
+                elif n.kind == "call" and n.op in RECIPROCALS and n.args:
+                    den = n.args[0]
+                if den is not None and fl.reduction_derived(den, fn) is not None:
+                    recips.append((a, n))
+        for a, n in recips:
+            names = set(a.targets)
+            for e in [b.value for b in fn.assigns] + [c.expr for c in fn.calls if c.name in ("tl.store", "store")]:
+                for m in e.walk():
+                    if m.kind == "bin" and m.op == "*" and len(m.args) == 2:
+                        x, y = m.args
+                        for p, q in ((x, y), (y, x)):
+                            if p.names() & names and fl.reads_through(q, fn, taint, seeds):
+                                return found(f"reciprocal {', '.join(a.targets)} computed once and multiplied in "
+                                             f"{fn.name}", [Span(a.line, a.end_line, "reciprocal"),
+                                                            span(m, "multiply")], 0.85)
+    return missing("no reciprocal of a reduced value that then multiplies element-wise values", confidence=0.8)
+
+
+@check("warp_reduction")
+def warp_reduction(facts: Facts, lang: str, *, no_block_sync: bool = False) -> CheckResult:
+    """Reachable CUDA code reduces across a warp with shuffles (``__shfl_xor_sync``/``__shfl_down_sync``, or
+    ``cg::reduce``). ``no_block_sync``: the kernel doing it never calls ``__syncthreads`` (a warp-per-row design)."""
+    fl = flow(facts)
+    for fn in code(facts, "cuda" if lang == "any" else lang):
+        shfl = [c for c in fn.calls if c.name.startswith("__shfl") or matches(c.name, ("cg::reduce",
+                                                                                     "cooperative_groups::reduce"))]
+        callees = [c for c in fn.calls if (k := fl.callee(c.name, fn)) is not None and k.key in fl.reducers()
+                   and fn.kind == "global"]
+        if not shfl and not callees:
+            continue
+        if fn.kind != "global" and no_block_sync:
+            continue
+        if no_block_sync:
+            syncs = [c for c in fn.calls if c.name in ("__syncthreads", "__syncthreads_or", "__syncthreads_and",
+                                                       "__syncthreads_count", ".sync", "__barrier_sync")]
+            for c in callees:
+                k = fl.callee(c.name, fn)
+                if k is not None:
+                    syncs += [x for x in k.calls if x.name.startswith("__syncthreads")]
+            if syncs:
+                continue
+        hit = (shfl or callees)[0]
+        return found(f"warp-level reduction in {fn.name}" + (" with no block barrier" if no_block_sync else ""),
+                     span(hit, hit.name), 0.85)
+    return missing("no warp-shuffle reduction" + (" without __syncthreads" if no_block_sync else ""), confidence=0.85)

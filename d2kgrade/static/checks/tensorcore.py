@@ -1,0 +1,89 @@
+"""Tensor-core and asynchronous-copy checks: ``tl.dot`` accumulating in a K loop, CUDA mma/wgmma/wmma/CUTLASS
+paths, ``cp.async`` and TMA."""
+
+from __future__ import annotations
+
+from d2kgrade.static.checkutil import as_list, code, matches, span
+from d2kgrade.static.dataflow import flow
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.lower import dtype_of
+from d2kgrade.static.registry import CheckResult, Span, check, found, missing
+
+DOTS = {"tl.dot", "tl.dot_scaled"}
+CUDA_MMA_CALLS = ["wmma::mma_sync", "nvcuda::wmma::mma_sync", "cute::gemm", "mma_sync", "__hmma*",
+                  "cutlass::gemm::*", "cute::SM80_*", "cute::SM90_*", "warpgroup_arrive", "cute::warpgroup_*"]
+CUDA_MMA_ASM = ["mma.sync", "wgmma.mma_async", "wmma.mma", "mma.sp"]
+CP_ASYNC = {"cp.async": (["__pipeline_memcpy_async", "cuda::memcpy_async", "memcpy_async", "cp_async*",
+                          "cute::SM80_CP_ASYNC*", "cuda::pipeline*"], ["cp.async.ca", "cp.async.cg", "cp.async.commit"]),
+            "tma": (["cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cute::SM90_TMA_*", "cute::make_tma_copy",
+                     "cp_async_bulk_tensor*", "cuda::device::experimental::cp_async_bulk_tensor*"],
+                    ["cp.async.bulk.tensor", "cp.async.bulk"])}
+
+
+@check("tl_dot_in_k_loop")
+def tl_dot_in_k_loop(facts: Facts, lang: str, *, acc_dtype: str | None = "fp32") -> CheckResult:
+    """``tl.dot`` inside a loop accumulating into a loop-carried tile (``acc = tl.dot(a, b, acc)`` or
+    ``acc += tl.dot(a, b)``), with the accumulator created as ``acc_dtype`` before the loop
+    (``tl.zeros([BM, BN], dtype=tl.float32)``; ``null`` skips the dtype test)."""
+    fl = flow(facts)
+    best = "no tl.dot in reachable kernels"
+    for fn in code(facts, "triton"):
+        dots = [c for c in fn.calls if c.name in DOTS]
+        if not dots:
+            continue
+        carried = fl.carried(fn)
+        for d in dots:
+            if not d.loops:
+                best = f"tl.dot at line {d.line} is not inside a loop"
+                continue
+            for lid in reversed(d.loops):
+                for var, ups in carried.get(lid, {}).items():
+                    if not any(any(n is d.expr for n in a.value.walk()) for a in ups):
+                        continue
+                    inits = [a for a in fn.defs().get(var, []) if lid not in a.loops]
+                    dt = None
+                    for a in inits:
+                        v = a.value
+                        if v.kind == "call" and v.op in ("tl.zeros", "tl.full", "tl.zeros_like"):
+                            dt = dtype_of(v.kw("dtype", 1 if v.op == "tl.zeros" else 2))
+                        elif v.kind == "cast":
+                            dt = v.op
+                    if acc_dtype is not None and dt != acc_dtype:
+                        best = f"tl.dot accumulates into {var}, created as {dt or 'an unknown dtype'}, not {acc_dtype}"
+                        continue
+                    loop = fn.loop(lid)
+                    return found(f"tl.dot accumulates into loop-carried {var} ({dt or 'any dtype'}) in {fn.name}",
+                                 [span(d, "tl.dot"), Span(inits[0].line, inits[0].end_line, "accumulator")
+                                  if inits else span(d), span(loop, "K loop")], 0.9)  # type: ignore[arg-type]
+            best = f"tl.dot at line {d.line} does not accumulate into a loop-carried value"
+    return missing(best, confidence=0.85)
+
+
+@check("cuda_tensor_core")
+def cuda_tensor_core(facts: Facts, lang: str) -> CheckResult:
+    """Reachable CUDA code issues tensor-core instructions: ``wmma::mma_sync``, inline ``mma.sync``/``wgmma``
+    PTX, or CuTe/CUTLASS GEMM calls."""
+    hits = [span(c, c.name) for f in code(facts, "cuda") for c in f.calls if matches(c.name, CUDA_MMA_CALLS)]
+    hits += [span(t, "asm") for t in facts.reachable_tokens("asm")  # type: ignore[arg-type]
+             if any(p in t.text for p in CUDA_MMA_ASM)]
+    if hits:
+        return found("tensor-core instructions in CUDA code", hits[:4], 0.9)
+    return missing("no wmma/mma.sync/wgmma/CUTLASS tensor-core path in reachable CUDA code", confidence=0.85)
+
+
+@check("async_copy")
+def async_copy(facts: Facts, lang: str, *, kind: str = "cp.async") -> CheckResult:
+    """Reachable CUDA code copies global to shared memory asynchronously: ``kind: cp.async`` (Ampere
+    ``cp.async``/``__pipeline_memcpy_async``/``cuda::memcpy_async``) or ``tma`` (``cuTensorMapEncodeTiled``,
+    ``cp.async.bulk.tensor``, CuTe TMA atoms)."""
+    calls, asm = CP_ASYNC[kind]
+    if kind == "cp.async":
+        calls = calls + CP_ASYNC["tma"][0]
+        asm = asm + CP_ASYNC["tma"][1]
+    hits = [span(c, c.name) for f in facts.kernels("cuda") + facts.hosts("cuda") for c in f.calls
+            if matches(c.name, calls)]
+    hits += [span(t, "asm") for t in facts.reachable_tokens("asm")  # type: ignore[arg-type]
+             if any(p in t.text for p in as_list(asm))]
+    if hits:
+        return found(f"asynchronous copies ({kind})", hits[:4], 0.9)
+    return missing(f"no {kind} asynchronous copy in reachable CUDA code", confidence=0.85)

@@ -1,0 +1,257 @@
+"""Work decomposition checks: block sizes, grids, persistent loops, tile order, autotuning, pipelining depth."""
+
+from __future__ import annotations
+
+from d2kgrade.static.checkutil import as_list, code, is_persistent, matches, span, tile_loop_refs
+from d2kgrade.static.dataflow import Flow, flow
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Expr, Function
+from d2kgrade.static.registry import CheckResult, Span, check, found, missing
+
+SM_SOURCES = ["multi_processor_count", "multiprocessor_count", "multiProcessorCount", "cudaDevAttrMultiProcessorCount",
+              "get_device_properties"]
+
+
+def _host_calls(fl: Flow, e: Expr, fn: Function, names: list[str]) -> Expr | None:
+    for node, _, _ in fl.walk(e, fn, depth=6):
+        if node.kind in ("call", "name", "attr") and (matches(node.op, names) or node.op.rsplit(".", 1)[-1] in names):
+            return node
+        if node.kind == "const" and isinstance(node.value, str) and node.value in names:
+            return node
+    return None
+
+
+def _block_params(fl: Flow, fn: Function, source: list[str]) -> list[tuple[str, Expr]]:
+    """Constexpr parameters whose launch value (or heuristic) comes from a call in ``source``."""
+    out = []
+    for p in sorted(fn.constexprs):
+        srcs = fl.param_sources(fn, p)
+        if p in fn.heuristics:
+            srcs.append((fn.heuristics[p], fl.facts.functions["<module>"]))
+        for e, caller in srcs:
+            hit = _host_calls(fl, e, caller, source)
+            if hit is not None:
+                out.append((p, hit))
+                break
+    return out
+
+
+@check("whole_row_block")
+def whole_row_block(facts: Facts, lang: str, *, source: str | list[str] = "next_power_of_2") -> CheckResult:
+    """A kernel's block size comes from ``source`` on the host (``triton.next_power_of_2(N)``) and a load covers
+    ``tl.arange(0, BLOCK)`` outside any loop that steps over that block: the whole row sits in registers."""
+    fl = flow(facts)
+    src = [s if "." in s else f"triton.{s}" for s in as_list(source)] + as_list(source)
+    for fn in code(facts, "triton"):
+        blocks = _block_params(fl, fn, src)
+        for p, hit in blocks:
+            for kind, c, _ in fl.memory_ops(fn):
+                if kind != "load":
+                    continue
+                ptr = c.expr.kw("pointer", 0)
+                if ptr is None:
+                    continue
+                uses = any(n.kind == "call" and n.op == "tl.arange" and len(n.args) == 2 and n.args[1].kind == "name"
+                           and n.args[1].op == p for n, f, _ in fl.walk(ptr, fn) if f is fn)
+                if not uses:
+                    continue
+                if any(tile_loop_refs(fl, fn, lp, p) for lp in fn.loops if lp.id in c.loops):
+                    continue
+                return found(f"{fn.name} loads tl.arange(0, {p}) in one piece, with {p} from {hit.op} on the host",
+                             [span(c, "whole-row load"), Span(hit.line, hit.end_line, f"{p} on the host")], 0.85)
+    return missing(f"no kernel loads a whole row with a block size from {' / '.join(as_list(source))}",
+                   confidence=0.8)
+
+
+@check("num_warps_from_block")
+def num_warps_from_block(facts: Facts, lang: str) -> CheckResult:
+    """``num_warps`` is chosen from the problem/block size: a launch passes a computed (non-literal) ``num_warps``
+    that depends on a value the launch also uses, or the autotuner/heuristics choose among several values."""
+    fl = flow(facts)
+    for fn in code(facts, "triton"):
+        if fn.autotune and len({c.num_warps for c in fn.autotune.configs if c.num_warps is not None}) >= 2:
+            return found(f"autotune over num_warps for {fn.name}", Span(fn.autotune.line, fn.autotune.end_line), 0.8)
+        if "num_warps" in fn.heuristics:
+            e = fn.heuristics["num_warps"]
+            return found(f"heuristic num_warps for {fn.name}", span(e, "num_warps heuristic"), 0.85)
+        for la in fl.launches_of(fn):
+            nw = la.kwargs.get("num_warps")
+            caller = facts.functions.get(la.caller)
+            if nw is None or caller is None or fl.fold(nw, caller) is not None:
+                continue
+            other = {n.op for e in list(la.args) + [v for k, v in la.kwargs.items() if k != "num_warps"]
+                     for n, _, _ in fl.walk(e, caller, depth=3) if n.kind == "name"}
+            deps = {n.op for n, _, _ in fl.walk(nw, caller, depth=4) if n.kind in ("name", "call")}
+            if deps & other or any(matches(d, ("triton.next_power_of_2", "next_power_of_2")) for d in deps):
+                return found(f"num_warps computed from the block size for {fn.name}",
+                             [span(nw, "num_warps"), span(la, "launch")], 0.8)
+    return missing("num_warps is a constant (or absent) at every launch", confidence=0.75)
+
+
+@check("persistent_loop")
+def persistent_loop(facts: Facts, lang: str) -> CheckResult:
+    """A reachable kernel loops over work items starting at its program id with a stride of the program count:
+    ``for t in tl.range(pid, num_tiles, NUM_SMS)``, ``for (r = blockIdx.x; r < M; r += gridDim.x)``."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for lp in fn.loops:
+            if is_persistent(fl, fn, lp):
+                return found(f"persistent loop in {fn.name}", span(lp, "loop over work items"), 0.85)
+    return missing("no loop over work items strided by the number of programs", confidence=0.85)
+
+
+@check("grid_size_from")
+def grid_size_from(facts: Facts, lang: str, *, source: str | list[str] | None = None) -> CheckResult:
+    """A launch's grid is computed from ``source`` (default: the SM count: ``multi_processor_count``,
+    ``cudaDevAttrMultiProcessorCount``...), followed through host variables and the grid lambda."""
+    fl = flow(facts)
+    names = as_list(source) or SM_SOURCES
+    for la in facts.launches:
+        if la.kernel not in facts.functions:
+            continue
+        k = facts.functions[la.kernel]
+        if lang == "triton" and k.lang != "py" or lang == "cuda" and k.lang != "cuda":
+            continue
+        caller = facts.functions.get(la.caller)
+        if caller is None or la.grid is None:
+            continue
+        hit = _host_calls(fl, la.grid, caller, names)
+        if hit is None and caller.lang == "cuda":  # cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d)
+            for c in caller.calls:
+                if not any(matches(n, names) or n.rsplit(".", 1)[-1] in names for n in c.expr.names() | {c.name}):
+                    continue
+                outs = {x.args[0].op for x in c.expr.walk() if x.kind == "unary" and x.op == "&" and x.args
+                        and x.args[0].kind == "name"}
+                if any(fl.refs(la.grid, caller, o) for o in outs):
+                    hit = c.expr
+                    break
+        if hit is not None:
+            return found(f"grid of {k.name} sized from {hit.op}", [span(la, "launch"),
+                                                                     Span(hit.line, hit.end_line, "SM count")], 0.85)
+    return missing(f"no launch grid computed from {' / '.join(names[:3])}", confidence=0.8)
+
+
+@check("grouped_tile_order")
+def grouped_tile_order(facts: Facts, lang: str) -> CheckResult:
+    """Tiles are visited in grouped (swizzled) order: ``tl.swizzle2d``, or the program id floor-divided by a
+    group size that is a product with a compile-time factor (``pid // (GROUP_M * num_pid_n)``) and reduced
+    modulo it."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if c.name == "tl.swizzle2d":
+                return found(f"tl.swizzle2d in {fn.name}", span(c, "swizzle"), 0.9)
+        group_vars: dict[str, Expr] = {}
+        divs: list[tuple[Expr, Expr]] = []
+        mods: list[tuple[Expr, Expr]] = []
+        for a in fn.assigns:
+            for n in a.value.walk():
+                if n.kind == "bin" and n.op in ("//", "%") and len(n.args) == 2:
+                    (divs if n.op == "//" else mods).append((n, a.value))
+        for node, _ in divs:
+            left, right = node.args
+            if not fl.pid_derived(left, fn):
+                continue
+            prod = _group_product(fl, right, fn)
+            if prod is None:
+                continue
+            rn = right.op if right.kind == "name" else None
+            has_mod = any(fl.pid_derived(m.args[0], fn) and (
+                (rn and m.args[1].kind == "name" and m.args[1].op == rn) or _group_product(fl, m.args[1], fn))
+                for m, _ in mods)
+            if has_mod:
+                group_vars[rn or "group"] = node
+                return found(f"grouped tile order in {fn.name}: program id // group of {prod}",
+                             span(node, "group index"), 0.85)
+    return missing("tiles are visited in row-major (launch) order: no grouping or swizzle of the program id",
+                   confidence=0.8)
+
+
+def _group_product(fl: Flow, e: Expr, fn: Function) -> str | None:
+    """``GROUP_M * n`` with a compile-time factor, after following names; returns its text or None."""
+    for node, f, _ in fl.walk(e, fn, depth=3):
+        if node.kind == "bin" and node.op == "*" and len(node.args) == 2:
+            for x in node.args:
+                if x.kind == "name" and (x.op in f.constexprs or x.op in fl.facts.consts):
+                    return f"{x.op} * ..."
+                if x.kind == "const" and isinstance(x.value, int):
+                    return f"{x.value} * ..."
+    return None
+
+
+@check("autotune_configs")
+def autotune_configs(facts: Facts, lang: str, *, min_configs: int = 2, require: list[str] | None = None,
+                     vary: list[str] | None = None) -> CheckResult:
+    """A reachable kernel is ``@triton.autotune``-d over at least ``min_configs`` configs with a ``key``; every
+    field in ``require`` (``num_warps``, ``num_stages``, a meta-parameter) is set in the configs, and each field
+    in ``vary`` takes at least two values (comprehension-generated configs are accepted as varying)."""
+    req = require or []
+    for fn in code(facts, "triton"):
+        at = fn.autotune
+        if at is None:
+            continue
+        n = len(at.configs)
+        problems = []
+        if n < min_configs and not at.generated:
+            problems.append(f"{n} config(s)")
+        if not at.key:
+            problems.append("no key")
+        for r in req:
+            have = [c for c in at.configs if (c.num_warps if r == "num_warps" else c.num_stages if r == "num_stages"
+                                              else c.kwargs.get(r)) is not None or r in c.kwargs]
+            if not have:
+                problems.append(f"{r} never set")
+        for v in vary or []:
+            vals = {str(c.num_warps if v == "num_warps" else c.num_stages if v == "num_stages" else c.kwargs.get(v))
+                    for c in at.configs}
+            if len(vals) < 2 and not at.generated:
+                problems.append(f"{v} does not vary")
+        sp = Span(at.line, at.end_line, "autotune")
+        if not problems:
+            return found(f"{fn.name} autotuned over {n}{'+' if at.generated else ''} configs, key={at.key}", sp, 0.9)
+        return missing(f"{fn.name} is autotuned but: {', '.join(problems)}", [sp], 0.85)
+    return missing("no reachable kernel is autotuned", confidence=0.9)
+
+
+@check("num_stages")
+def num_stages(facts: Facts, lang: str, *, min: int = 3) -> CheckResult:  # noqa: A002
+    """Software pipelining is asked for explicitly: ``num_stages >= min`` in an autotune config or at the launch of
+    a kernel that has a loop, or ``tl.range(..., num_stages=k)``. (Triton's implicit default is not visible in the
+    source and does not count.)"""
+    fl = flow(facts)
+    for fn in code(facts, "triton"):
+        for lp in fn.loops:
+            ns = lp.options.get("num_stages")
+            if ns is not None and (v := fl.fold(ns, fn)) is not None and v >= min:
+                return found(f"tl.range(..., num_stages={v}) in {fn.name}", span(lp, "pipelined loop"), 0.9)
+        if not fn.loops:
+            continue
+        if fn.autotune:
+            vals = [c.num_stages for c in fn.autotune.configs if isinstance(c.num_stages, int)]
+            if vals and max(vals) >= min:
+                return found(f"autotune configs with num_stages up to {max(vals)} for {fn.name}",
+                             Span(fn.autotune.line, fn.autotune.end_line, "configs"), 0.85)
+        for la in fl.launches_of(fn):
+            ns = la.kwargs.get("num_stages")
+            caller = facts.functions.get(la.caller)
+            if ns is not None and caller is not None:
+                v = fl.fold(ns, caller)
+                if v is None or v >= min:
+                    return found(f"launch of {fn.name} with num_stages={v if v is not None else '(computed)'}",
+                                 span(la, "launch"), 0.8)
+    return missing(f"no explicit num_stages >= {min} on a looping kernel", confidence=0.75)
+
+
+@check("program_id_axis")
+def program_id_axis(facts: Facts, lang: str, *, axis: int = 1) -> CheckResult:
+    """A reachable kernel indexes a grid axis ``axis`` (``tl.program_id(1)``, ``blockIdx.y``): a 2-D split of work."""
+    fl = flow(facts)
+    dims = {0: "blockIdx.x", 1: "blockIdx.y", 2: "blockIdx.z"}
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if c.name == "tl.program_id" and (a := c.expr.kw("axis", 0)) is not None and fl.fold(a, fn) == axis:
+                return found(f"tl.program_id({axis}) in {fn.name}", span(c), 0.9)
+        for a in fn.assigns:
+            if dims.get(axis, "") in a.value.names():
+                return found(f"{dims[axis]} in {fn.name}", Span(a.line, a.end_line), 0.9)
+    return missing(f"no kernel uses grid axis {axis}", confidence=0.85)

@@ -1,0 +1,754 @@
+"""Facts from CUDA C++ (tree-sitter, CUDA grammar): ``.cu`` files and sources handed to ``load_inline``.
+
+Lowers ``__global__``/``__device__``/host functions to :mod:`d2kgrade.static.ir` records and collects CUDA
+constructs as :class:`~d2kgrade.static.ir.Token` s: ``#pragma``, ``#include``, inline ``asm`` bodies, vector
+types (``float4``, ``uint4``, ``half2``, ``__nv_bfloat162``...), ``reinterpret_cast`` targets, and
+``__shared__`` buffers. Reads through pointers become ``load`` calls and writes through them ``store`` calls.
+``#if 0`` blocks, ``if (0)`` branches and statements after ``return``/``break``/``continue`` are dead code.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+import tree_sitter as ts
+import tree_sitter_cuda as tsc
+
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop, SharedBuffer, Token
+
+log = logging.getLogger(__name__)
+
+_LANGUAGE = ts.Language(tsc.language())
+_PARSER = ts.Parser(_LANGUAGE)
+
+VECTOR_TYPES = {"float2", "float4", "int2", "int4", "uint2", "uint4", "double2", "half2", "__half2",
+                "__nv_bfloat162", "nv_bfloat162", "bfloat162", "char4", "uchar4", "short4", "longlong2",
+                "ulonglong2", "float8", "bf16x8", "int8x16"}
+_SCALAR_DTYPES = {"float": "fp32", "double": "fp64", "__half": "fp16", "half": "fp16", "__nv_bfloat16": "bf16",
+                  "nv_bfloat16": "bf16", "int": "int32", "int64_t": "int64", "long": "int64", "long long": "int64",
+                  "unsigned": "uint32", "uint32_t": "uint32", "int32_t": "int32", "size_t": "int64",
+                  "float2": "fp32", "float4": "fp32"}
+_CONVERSIONS = {"__bfloat162float": "fp32", "__half2float": "fp32", "__bfloat1622float2": "fp32",
+                "__half22float2": "fp32", "__int2float_rn": "fp32", "__float2bfloat16": "bf16",
+                "__float2bfloat16_rn": "bf16", "__float2half": "fp16", "__float2half_rn": "fp16",
+                "__floats2bfloat162_rn": "bf16", "__float22bfloat162_rn": "bf16", "__floats2half2_rn": "fp16",
+                "__float22half2_rn": "fp16", "__ll2float_rn": "fp32", "float": "fp32"}
+_CMP_OPS = {"<", ">", "<=", ">=", "==", "!=", "&&", "||"}
+_BUILTIN_DIMS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
+_NUM_RE = re.compile(r"^[0-9.]")
+
+
+def _num(text: str) -> object:
+    t = text.replace("'", "")
+    try:
+        if t.lower().startswith("0x"):
+            return int(t.rstrip("uUlL"), 16)
+        t = t.rstrip("fFlLuU")
+        if any(c in t for c in ".eE"):
+            return float(t)
+        return int(t, 8) if len(t) > 1 and t.startswith("0") else int(t)
+    except ValueError:
+        return None
+
+
+def _first_error(node: ts.Node) -> ts.Node | None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "ERROR" or n.is_missing:
+            return n
+        if n.has_error:
+            stack.extend(reversed(n.children))
+    return None
+
+
+class CudaLowerer:
+    """Lowers one CUDA source (a file, or one ``load_inline`` string at ``offset`` lines into the file)."""
+
+    def __init__(self, facts: Facts, src: bytes, offset: int, source: int, next_loop_id: list[int]) -> None:
+        self.facts = facts
+        self.src = src
+        self.off = offset
+        self.source = source
+        self.loop_ids = next_loop_id
+        self.ns_alias: dict[str, str] = {}
+        self.f: Function | None = None
+        self.loops: tuple[int, ...] = ()
+        self.guards: tuple[Expr, ...] = ()
+        self.pointers: set[str] = set()
+        self.arrays: set[str] = set()
+        self.pending_unroll = False
+
+    def text(self, n: ts.Node) -> str:
+        return self.src[n.start_byte:n.end_byte].decode("utf-8", "replace")
+
+    def lines(self, n: ts.Node) -> tuple[int, int]:
+        return n.start_point[0] + 1 + self.off, n.end_point[0] + 1 + self.off
+
+    def token(self, kind: str, text: str, n: ts.Node) -> None:
+        a, b = self.lines(n)
+        self.facts.tokens.append(Token(kind, text, self.f.key if self.f else "", a, b))
+
+    # ------------------------------------------------------------------------------------------ top level
+
+    def unit(self, node: ts.Node) -> None:
+        for c in node.children:
+            self.top(c)
+
+    def top(self, n: ts.Node) -> None:
+        t = n.type
+        if t == "function_definition":
+            self.function(n, [])
+        elif t == "template_declaration":
+            params = []
+            plist = n.child_by_field_name("parameters")
+            for p in (plist.children if plist is not None else []):
+                ident = [c for c in p.children if c.type in ("identifier", "type_identifier")]
+                if ident:
+                    params.append(self.text(ident[-1]))
+            for c in n.children:
+                if c.type == "function_definition":
+                    self.function(c, params)
+                elif c.type in ("declaration", "struct_specifier", "class_specifier"):
+                    self.top(c)
+        elif t in ("namespace_definition", "linkage_specification"):
+            body = n.child_by_field_name("body")
+            if body is not None:
+                self.unit(body)
+        elif t in ("struct_specifier", "class_specifier"):
+            body = n.child_by_field_name("body")
+            for c in (body.children if body is not None else []):
+                if c.type in ("function_definition", "template_declaration"):
+                    self.top(c)
+        elif t == "preproc_include":
+            path = n.child_by_field_name("path")
+            self.token("include", self.text(path).strip("<>\"") if path is not None else "", n)
+        elif t == "preproc_def":
+            name, value = n.child_by_field_name("name"), n.child_by_field_name("value")
+            if name is not None and value is not None:
+                v = _num(self.text(value).strip().strip("()"))
+                if v is not None:
+                    self.facts.consts[self.text(name)] = v
+        elif t == "preproc_call":
+            self.token("pragma" if self.text(n).lstrip().startswith("#pragma") else "preproc", self.text(n), n)
+        elif t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+            if self._dead_preproc(n):
+                alt = n.child_by_field_name("alternative")
+                if alt is not None:
+                    self.top(alt)
+                return
+            for c in n.children:
+                if c.type not in ("identifier",) and n.field_name_for_child(n.children.index(c)) != "condition":
+                    self.top(c)
+        elif t == "namespace_alias_definition":
+            ids = [self.text(c) for c in n.children if c.type in ("namespace_identifier", "nested_namespace_specifier",
+                                                                   "qualified_identifier")]
+            if len(ids) == 2:
+                self.ns_alias[ids[0]] = ids[1]
+            if "cooperative_groups" in self.text(n):
+                self.token("cg", self.text(n), n)
+        elif t == "declaration":
+            self.declaration(n)
+        elif t in ("using_declaration", "alias_declaration", "type_definition"):
+            if "cooperative_groups" in self.text(n):
+                self.token("cg", self.text(n), n)
+
+    def _dead_preproc(self, n: ts.Node) -> bool:
+        cond = n.child_by_field_name("condition")
+        return n.type == "preproc_if" and cond is not None and self.text(cond).strip() in ("0", "false")
+
+    def function(self, n: ts.Node, template_params: list[str]) -> None:
+        decl = n.child_by_field_name("declarator")
+        while decl is not None and decl.type in ("pointer_declarator", "reference_declarator"):
+            decl = decl.child_by_field_name("declarator") or (decl.children[-1] if decl.children else None)
+        if decl is None or decl.type != "function_declarator":
+            return
+        name_node = decl.child_by_field_name("declarator")
+        name = self.text(name_node).split("::")[-1].strip() if name_node is not None else "?"
+        quals = {self.text(c) for c in n.children if c.type in ("__global__", "__device__", "__host__")}
+        qual_text = " ".join(self.text(c) for c in n.children if c.type not in ("compound_statement",
+                                                                                  "function_declarator"))
+        quals |= {q for q in ("__global__", "__device__", "__host__") if q in qual_text}
+        kind = "global" if "__global__" in quals else "device" if "__device__" in quals else "cpp"
+        params: list[str] = []
+        pointers: set[str] = set()
+        plist = decl.child_by_field_name("parameters")
+        for p in (plist.children if plist is not None else []):
+            if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+                continue
+            d = p.child_by_field_name("declarator")
+            is_ptr = False
+            while d is not None and d.type not in ("identifier",):
+                if d.type in ("pointer_declarator", "array_declarator"):
+                    is_ptr = True
+                nxt = d.child_by_field_name("declarator")
+                if nxt is None:
+                    ids = [c for c in d.children if c.type == "identifier"]
+                    nxt = ids[0] if ids else None
+                d = nxt
+            if d is not None:
+                pname = self.text(d)
+                params.append(pname)
+                if is_ptr:
+                    pointers.add(pname)
+        a, b = self.lines(n)
+        key = "cu:" + name
+        if key in self.facts.functions and self.facts.functions[key].lang == "cuda":
+            if n.child_by_field_name("body") is None:
+                return
+            prev = self.facts.functions[key]
+            if prev.assigns or prev.calls:  # overloads: keep the first definition, note the rest
+                key = f"cu:{name}@{a}"
+        f = Function(key, name, "cuda", kind, params, a, b, constexprs=set(template_params),  # type: ignore[arg-type]
+                     pointer_params=pointers, source=self.source)
+        lb = [c for c in n.children if c.type == "launch_bounds"]
+        if lb:
+            nums = [c for c in lb[0].children if c.type not in ("(", ")", ",", "__launch_bounds__")]
+            f.launch_bounds = self.expr(nums[0]) if nums else None
+            self.token("launch_bounds", self.text(lb[0]), lb[0])
+        body = n.child_by_field_name("body")
+        if body is None:
+            return
+        self.facts.functions[key] = f
+        saved = (self.f, self.pointers, self.arrays, self.loops, self.guards)
+        self.f, self.pointers, self.arrays, self.loops, self.guards = f, set(pointers), set(), (), ()
+        self.block(body)
+        self.f, self.pointers, self.arrays, self.loops, self.guards = saved
+
+    def declaration(self, n: ts.Node) -> None:
+        type_node = n.child_by_field_name("type")
+        type_text = self.text(type_node) if type_node is not None else ""
+        qual_text = " ".join(self.text(c) for c in n.children if c.type in ("type_qualifier", "storage_class_specifier"))
+        shared = "__shared__" in qual_text
+        if type_text.split("::")[-1] in VECTOR_TYPES:
+            self.token("type", type_text.split("::")[-1], n)
+        if "cooperative_groups" in type_text or type_text.startswith(("cg::", "thread_block")):
+            self.token("cg", type_text, n)
+        is_const = "constexpr" in qual_text or ("const" in qual_text.split() and self.f is None)
+        for d in n.children_by_field_name("declarator"):
+            value = None
+            if d.type == "init_declarator":
+                value = d.child_by_field_name("value")
+                d = d.child_by_field_name("declarator")
+            is_ptr, dims = False, []
+            while d is not None and d.type != "identifier":
+                if d.type == "pointer_declarator":
+                    is_ptr = True
+                if d.type == "array_declarator":
+                    size = d.child_by_field_name("size")
+                    dims.append(self.text(size) if size is not None else "")
+                nxt = d.child_by_field_name("declarator")
+                if nxt is None:
+                    ids = [c for c in d.children if c.type in ("identifier", "field_identifier")]
+                    nxt = ids[0] if ids else None
+                    if nxt is not None and nxt.type == "field_identifier":
+                        break
+                d = nxt
+            if d is None:
+                continue
+            name = self.text(d)
+            a, b = self.lines(n)
+            if shared:
+                self.facts.shared.append(SharedBuffer(name, type_text, list(reversed(dims)),
+                                                      self.f.key if self.f else "", a))
+                self.arrays.add(name)
+            elif dims:
+                self.arrays.add(name)
+                if self.f is not None:
+                    self.token("array", f"{type_text} {name}[{']['.join(reversed(dims))}]", n)
+            if is_ptr:
+                self.pointers.add(name)
+            if value is not None:
+                if value.type == "initializer_list":
+                    val = Expr("tuple", "", tuple(self.expr(c) for c in value.named_children), line=a, end_line=b)
+                else:
+                    val = self.expr(value)
+                    dt = _SCALAR_DTYPES.get(type_text.split("::")[-1]) if not is_ptr and not dims else None
+                    if dt and val.kind not in ("const", "cast"):
+                        val = Expr("cast", dt, (val,), line=val.line, end_line=val.end_line)
+                if val.kind == "call" and val.op == "reinterpret_cast":
+                    self.pointers.add(name)
+                if self.f is not None:
+                    self.f.assigns.append(Assign((name,), val, a, b, self.loops, self.guards))
+                elif is_const and val.kind == "const" and isinstance(val.value, (int, float)):
+                    self.facts.consts[name] = val.value
+                if is_const and val.kind == "const" and isinstance(val.value, (int, float)) and self.f is not None:
+                    self.facts.consts.setdefault(name, val.value)
+
+    # ------------------------------------------------------------------------------------------ statements
+
+    def block(self, n: ts.Node) -> None:
+        for c in n.children:
+            self.stmt(c)
+            if c.type in ("return_statement", "break_statement", "continue_statement"):
+                break
+
+    def stmt(self, n: ts.Node) -> None:
+        t = n.type
+        f = self.f
+        assert f is not None
+        if t == "compound_statement":
+            self.block(n)
+        elif t == "declaration":
+            self.declaration(n)
+        elif t == "expression_statement":
+            for c in n.named_children:
+                self.effect(c)
+        elif t in ("for_statement", "for_range_loop", "while_statement", "do_statement"):
+            self.loop(n)
+        elif t == "if_statement":
+            cond_node = n.child_by_field_name("condition")
+            cond = self.expr(cond_node) if cond_node is not None else Expr("other")
+            inner = cond.args[0] if cond.kind == "other" and cond.op == "condition" and cond.args else cond
+            cons, alt = n.child_by_field_name("consequence"), n.child_by_field_name("alternative")
+            truth = None
+            if inner.kind == "const" and isinstance(inner.value, (int, float, bool)):
+                truth = bool(inner.value)
+            saved = self.guards
+            if truth is not False and cons is not None:
+                self.guards = saved + ((cond,) if truth is None else ())
+                self.stmt(cons)
+            if truth is not True and alt is not None:
+                self.guards = saved + ((Expr("unary", "not", (cond,), line=cond.line, end_line=cond.end_line),)
+                                       if truth is None else ())
+                for c in alt.named_children:
+                    self.stmt(c)
+            self.guards = saved
+        elif t == "return_statement":
+            for c in n.named_children:
+                f.returns.append(self.expr(c))
+        elif t == "preproc_call":
+            text = self.text(n)
+            self.token("pragma" if text.lstrip().startswith("#pragma") else "preproc", text, n)
+            if re.search(r"#pragma\s+unroll", text):
+                self.pending_unroll = True
+        elif t in ("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+            if self._dead_preproc(n):
+                alt = n.child_by_field_name("alternative")
+                if alt is not None:
+                    self.stmt(alt)
+                return
+            for i, c in enumerate(n.children):
+                if n.field_name_for_child(i) not in ("condition", "name"):
+                    self.stmt(c)
+        elif t in ("switch_statement", "case_statement", "labeled_statement", "else_clause", "try_statement"):
+            for c in n.named_children:
+                if c.type.endswith("statement") or c.type in ("declaration", "compound_statement", "else_clause"):
+                    self.stmt(c)
+                elif t == "switch_statement" and c.type == "condition_clause":
+                    self.expr(c)
+        elif t in ("gnu_asm_expression",):
+            self.effect(n)
+
+    def effect(self, n: ts.Node) -> None:
+        """An expression evaluated for its effect: assignment, store, update, call."""
+        f = self.f
+        assert f is not None
+        t = n.type
+        a, b = self.lines(n)
+        if t == "assignment_expression":
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            op_node = n.child_by_field_name("operator")
+            op = self.text(op_node) if op_node is not None else "="
+            if left is None or right is None:
+                return
+            val = self.expr(right)
+            aug = op[:-1] if op != "=" else ""
+            if left.type == "identifier":
+                name = self.text(left)
+                if aug:
+                    val = Expr("bin", aug, (Expr("name", name, line=a, end_line=a), val), line=a, end_line=b)
+                f.assigns.append(Assign((name,), val, a, b, self.loops, self.guards, None, aug))
+                return
+            ptr = self.pointer_target(left)
+            if ptr is not None:
+                if aug:
+                    val = Expr("bin", aug, (Expr("call", "load", (ptr,), line=a, end_line=a), val),
+                               line=a, end_line=b)
+                e = Expr("call", "store", (ptr, val), line=a, end_line=b)
+                f.calls.append(Call("store", e, self.loops, self.guards))
+                return
+            base = left
+            while base.type in ("subscript_expression", "field_expression", "pointer_expression",
+                                "parenthesized_expression"):
+                nxt = base.child_by_field_name("argument")
+                if nxt is None:
+                    nxt = base.named_children[0] if base.named_children else None
+                if nxt is None:
+                    break
+                base = nxt
+            if base.type == "identifier":
+                name = self.text(base)
+                target = self.expr(left)
+                if aug:
+                    val = Expr("bin", aug, (target, val), line=a, end_line=b)
+                f.assigns.append(Assign((name,), Expr("other", "item-write", (target, val), line=a, end_line=b),
+                                        a, b, self.loops, self.guards, None, aug))
+            return
+        if t == "update_expression":
+            arg = n.child_by_field_name("argument")
+            op_node = n.child_by_field_name("operator")
+            if arg is not None and arg.type == "identifier":
+                name = self.text(arg)
+                op = "+" if op_node is not None and self.text(op_node) == "++" else "-"
+                f.assigns.append(Assign((name,), Expr("bin", op, (Expr("name", name, line=a, end_line=a),
+                                                                  Expr("const", "1", value=1, line=a, end_line=a)),
+                                                      line=a, end_line=b), a, b, self.loops, self.guards, None, op))
+            return
+        if t == "comma_expression":
+            for c in n.named_children:
+                self.effect(c)
+            return
+        self.expr(n)
+
+    def pointer_target(self, left: ts.Node) -> Expr | None:
+        """The address written by ``p[i] = v`` / ``*(p + i) = v`` when ``p`` is a (global) pointer."""
+        if left.type == "subscript_expression":
+            base = left.child_by_field_name("argument")
+            idx = left.child_by_field_name("indices")
+            if base is None:
+                return None
+            be = self.expr(base)
+            if self._is_pointer(be):
+                a, b = self.lines(left)
+                ie = [self.expr(c) for c in idx.named_children] if idx is not None else []
+                return Expr("bin", "+", (be, ie[0] if ie else Expr("const", "0", value=0)), line=a, end_line=b)
+            return None
+        if left.type == "pointer_expression" and self.text(left).lstrip().startswith("*"):
+            arg = left.child_by_field_name("argument")
+            if arg is not None:
+                ae = self.expr(arg)
+                if self._is_pointer(ae):
+                    return ae
+        if left.type == "field_expression":  # v4ptr[i].x = ... ; treat as a store through the base
+            arg = left.child_by_field_name("argument")
+            if arg is not None:
+                return self.pointer_target(arg)
+        if left.type == "parenthesized_expression" and left.named_children:
+            return self.pointer_target(left.named_children[0])
+        return None
+
+    def _is_pointer(self, e: Expr) -> bool:
+        for x in e.walk():
+            if x.kind == "name" and x.op in self.pointers and x.op not in self.arrays:
+                return True
+            if x.kind == "call" and x.op in ("reinterpret_cast", "load"):
+                return False
+        return False
+
+    def loop(self, n: ts.Node) -> None:
+        f = self.f
+        assert f is not None
+        t = n.type
+        a, b = self.lines(n)
+        var, start, stop, step = None, None, None, None
+        if t == "for_statement":
+            init = n.child_by_field_name("initializer")
+            if init is not None:
+                if init.type == "declaration":
+                    self.declaration(init)
+                    d = init.child_by_field_name("declarator")
+                    if d is not None and d.type == "init_declarator":
+                        nm = d.child_by_field_name("declarator")
+                        val = d.child_by_field_name("value")
+                        var = self.text(nm) if nm is not None else None
+                        start = self.expr(val) if val is not None else None
+                else:
+                    self.effect(init)
+                    if init.type == "assignment_expression":
+                        left = init.child_by_field_name("left")
+                        right = init.child_by_field_name("right")
+                        var = self.text(left) if left is not None else None
+                        start = self.expr(right) if right is not None else None
+            cond = n.child_by_field_name("condition")
+            stop = self.expr(cond) if cond is not None else None
+        elif t in ("while_statement", "do_statement"):
+            cond = n.child_by_field_name("condition")
+            stop = self.expr(cond) if cond is not None else None
+            if stop is not None and stop.kind == "other" and stop.args:
+                stop = stop.args[0]
+            if stop is not None and stop.kind == "const" and stop.value in (0, False) and t == "while_statement":
+                return
+        elif t == "for_range_loop":
+            d = n.child_by_field_name("declarator")
+            var = self.text(d).lstrip("&*") if d is not None else None
+            right = n.child_by_field_name("right")
+            stop = self.expr(right) if right is not None else None
+        kind = "while" if t in ("while_statement", "do_statement") else "for"
+        loop = Loop(self.loop_ids[0] + 1, f.key, kind, var, start, stop, None, {}, a, b,
+                    self.loops[-1] if self.loops else None, unroll=self.pending_unroll, guards=self.guards)
+        self.loop_ids[0] += 1
+        self.pending_unroll = False
+        f.loops.append(loop)
+        saved = self.loops
+        self.loops = saved + (loop.id,)
+        if t == "for_statement":
+            upd = n.child_by_field_name("update")
+            if upd is not None:
+                n_assign = len(f.assigns)
+                self.effect(upd)
+                new = f.assigns[n_assign:]
+                if new:
+                    loop.step = new[-1].value
+        body = n.child_by_field_name("body")
+        if body is not None:
+            self.stmt(body)
+        self.loops = saved
+
+    # ------------------------------------------------------------------------------------------ expressions
+
+    def qualified(self, text: str) -> str:
+        text = re.sub(r"\s+", "", text)
+        head, sep, rest = text.partition("::")
+        if sep and head in self.ns_alias:
+            return self.ns_alias[head] + "::" + rest
+        return text
+
+    def expr(self, n: ts.Node) -> Expr:
+        t = n.type
+        a, b = self.lines(n)
+        if t == "identifier":
+            return Expr("name", self.text(n), line=a, end_line=b)
+        if t == "number_literal":
+            txt = self.text(n)
+            return Expr("const", txt, value=_num(txt), line=a, end_line=b)
+        if t in ("true", "false"):
+            return Expr("const", t, value=(t == "true"), line=a, end_line=b)
+        if t in ("string_literal", "raw_string_literal", "concatenated_string", "char_literal", "null", "nullptr"):
+            return Expr("const", self.text(n)[:80], value=self.text(n), line=a, end_line=b)
+        if t in ("parenthesized_expression", "condition_clause"):
+            kids = n.named_children
+            if len(kids) == 1:
+                return self.expr(kids[0])
+            return Expr("other", "condition", tuple(self.expr(c) for c in kids), line=a, end_line=b)
+        if t == "field_expression":
+            arg, field = n.child_by_field_name("argument"), n.child_by_field_name("field")
+            ftxt = self.text(field) if field is not None else ""
+            if arg is not None and arg.type == "identifier" and self.text(arg) in _BUILTIN_DIMS:
+                return Expr("name", f"{self.text(arg)}.{ftxt}", line=a, end_line=b)
+            return Expr("attr", ftxt, recv=self.expr(arg) if arg is not None else None, line=a, end_line=b)
+        if t in ("qualified_identifier", "namespace_identifier", "type_identifier"):
+            return Expr("name", self.qualified(self.text(n)), line=a, end_line=b)
+        if t == "call_expression":
+            return self.call(n, a, b)
+        if t == "binary_expression":
+            left, right = n.child_by_field_name("left"), n.child_by_field_name("right")
+            op_node = n.child_by_field_name("operator")
+            op = self.text(op_node) if op_node is not None else "?"
+            args = tuple(self.expr(x) for x in (left, right) if x is not None)
+            return Expr("cmp" if op in _CMP_OPS else "bin", op, args, line=a, end_line=b)
+        if t == "unary_expression":
+            arg = n.child_by_field_name("argument")
+            op_node = n.child_by_field_name("operator")
+            op = self.text(op_node) if op_node is not None else "?"
+            return Expr("unary", "not" if op == "!" else op, (self.expr(arg),) if arg is not None else (),
+                        line=a, end_line=b)
+        if t == "pointer_expression":
+            arg = n.child_by_field_name("argument")
+            inner = self.expr(arg) if arg is not None else Expr("other")
+            if self.text(n).lstrip().startswith("*"):
+                if self._is_pointer(inner) or (inner.kind == "call" and inner.op == "reinterpret_cast"):
+                    e = Expr("call", "load", (inner,), line=a, end_line=b)
+                    self.f and self.f.calls.append(Call("load", e, self.loops, self.guards))
+                    return e
+                return Expr("unary", "*", (inner,), line=a, end_line=b)
+            if inner.kind == "call" and inner.op == "load":  # &p[i] is the address, not a read
+                return inner.args[0]
+            return Expr("unary", "&", (inner,), line=a, end_line=b)
+        if t == "subscript_expression":
+            base = n.child_by_field_name("argument")
+            idx = n.child_by_field_name("indices")
+            be = self.expr(base) if base is not None else Expr("other")
+            ie = [self.expr(c) for c in idx.named_children] if idx is not None else []
+            if self._is_pointer(be) or (be.kind == "call" and be.op == "reinterpret_cast"):
+                addr = Expr("bin", "+", (be, ie[0] if ie else Expr("const", "0", value=0)), line=a, end_line=b)
+                e = Expr("call", "load", (addr,), line=a, end_line=b)
+                if self.f is not None:
+                    self.f.calls.append(Call("load", e, self.loops, self.guards))
+                return e
+            return Expr("sub", "", (be, *ie), line=a, end_line=b)
+        if t == "conditional_expression":
+            parts = [n.child_by_field_name(k) for k in ("condition", "consequence", "alternative")]
+            return Expr("ternary", "", tuple(self.expr(p) for p in parts if p is not None), line=a, end_line=b)
+        if t == "cast_expression":
+            ty = n.child_by_field_name("type")
+            val = n.child_by_field_name("value")
+            ve = self.expr(val) if val is not None else Expr("other")
+            return self.cast(self.text(ty) if ty is not None else "", ve, n, a, b)
+        if t == "assignment_expression" or t == "update_expression":
+            if self.f is not None:
+                self.effect(n)
+            right = n.child_by_field_name("right") or n.child_by_field_name("argument")
+            return self.expr(right) if right is not None else Expr("other")
+        if t in ("initializer_list", "comma_expression", "argument_list"):
+            return Expr("tuple", "", tuple(self.expr(c) for c in n.named_children), line=a, end_line=b)
+        if t == "compound_literal_expression":
+            ty = n.child_by_field_name("type")
+            val = n.child_by_field_name("value")
+            return Expr("call", self.text(ty) if ty is not None else "?",
+                        (self.expr(val),) if val is not None else (), line=a, end_line=b)
+        if t == "gnu_asm_expression":
+            return self.asm(n, a, b)
+        if t == "sizeof_expression":
+            return Expr("const", self.text(n), line=a, end_line=b)
+        return Expr("other", t, line=a, end_line=b)
+
+    def cast(self, type_text: str, value: Expr, n: ts.Node, a: int, b: int) -> Expr:
+        ty = re.sub(r"\s+", " ", type_text.replace("const ", "").replace("__restrict__", "")).strip()
+        if "*" in ty:
+            base = ty.replace("*", "").strip().split("::")[-1]
+            self.token("reinterpret", base, n)
+            if base in VECTOR_TYPES:
+                self.token("type", base, n)
+            return Expr("call", "reinterpret_cast", (value,), value=base, line=a, end_line=b)
+        dt = _SCALAR_DTYPES.get(ty.split("::")[-1])
+        if dt:
+            return Expr("cast", dt, (value,), line=a, end_line=b)
+        return Expr("cast", ty, (value,), line=a, end_line=b)
+
+    def call(self, n: ts.Node, a: int, b: int) -> Expr:
+        fn = n.child_by_field_name("function")
+        args_node = n.child_by_field_name("arguments")
+        args = tuple(self.expr(c) for c in args_node.named_children) if args_node is not None else ()
+        recv = None
+        template = ""
+        if fn is None:
+            name = "?"
+        elif fn.type == "identifier":
+            name = self.text(fn)
+        elif fn.type == "qualified_identifier":
+            name = self.qualified(self.text(fn))
+            if "<" in name:
+                name, _, template = name.partition("<")
+        elif fn.type == "template_function":
+            nm = fn.child_by_field_name("name")
+            targs = fn.child_by_field_name("arguments")
+            name = self.qualified(self.text(nm)) if nm is not None else "?"
+            template = self.text(targs)[1:-1] if targs is not None else ""
+        elif fn.type == "field_expression":
+            field = fn.child_by_field_name("field")
+            ftxt = self.text(field) if field is not None else "?"
+            if field is not None and field.type == "template_method":
+                nm = field.child_by_field_name("name")
+                ftxt = self.text(nm) if nm is not None else ftxt
+            name = "." + ftxt
+            arg = fn.child_by_field_name("argument")
+            recv = self.expr(arg) if arg is not None else None
+        else:
+            name = "<dynamic>"
+            recv = self.expr(fn)
+        if name in ("static_cast", "reinterpret_cast", "const_cast") and args:
+            e = self.cast(template, args[0], n, a, b)
+            if self.f is not None and e.kind == "cast":
+                self.f.calls.append(Call("cast", e, self.loops, self.guards))
+            return e
+        if name in _CONVERSIONS and args:
+            e = Expr("cast", _CONVERSIONS[name], args, line=a, end_line=b)
+            if self.f is not None:
+                self.f.calls.append(Call(name, e, self.loops, self.guards))
+            return e
+        launch = [c for c in n.children if c.type == "kernel_call_syntax"]
+        if launch:
+            cfg = [self.expr(c) for c in launch[0].named_children]
+            la = Launch("cu:" + name.split("::")[-1], cfg[0] if cfg else None, args, {},
+                        self.f.key if self.f else "", a, b, block=cfg[1] if len(cfg) > 1 else None)
+            if self.f is not None:
+                self.f.launches.append(la)
+            e = Expr("call", "launch", args, recv=Expr("name", name, line=a, end_line=a), line=a, end_line=b)
+            if self.f is not None:
+                self.f.calls.append(Call("launch", e, self.loops, self.guards))
+            return e
+        if name.split("::")[-1] in VECTOR_TYPES or name.startswith("make_") and name[5:] in VECTOR_TYPES:
+            self.token("type", name.split("::")[-1].replace("make_", ""), n)
+        if "cooperative_groups" in name or name.startswith("cg::"):
+            self.token("cg", name, n)
+        e = Expr("call", name, args, recv=recv, value=template or None, line=a, end_line=b)
+        if self.f is not None:
+            self.f.calls.append(Call(name, e, self.loops, self.guards))
+        return e
+
+    def asm(self, n: ts.Node, a: int, b: int) -> Expr:
+        body = [c for c in n.children if c.type in ("string_literal", "concatenated_string", "raw_string_literal")]
+        text = " ".join(self.text(c) for c in body)
+        self.token("asm", text, n)
+        ins: list[Expr] = []
+        outs: list[str] = []
+        for c in n.children:
+            if c.type == "gnu_asm_input_operand_list":
+                for op in c.named_children:
+                    val = op.child_by_field_name("value")
+                    if val is not None:
+                        ins.append(self.expr(val))
+            elif c.type == "gnu_asm_output_operand_list":
+                for op in c.named_children:
+                    val = op.child_by_field_name("value")
+                    if val is not None and val.type == "identifier":
+                        outs.append(self.text(val))
+        e = Expr("call", "asm", tuple(ins), value=text, line=a, end_line=b)
+        if self.f is not None:
+            self.f.calls.append(Call("asm", e, self.loops, self.guards))
+            if outs:
+                self.f.assigns.append(Assign(tuple(outs), e, a, b, self.loops, self.guards))
+        return e
+
+
+def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
+    """Parse one CUDA source and add its functions and tokens to ``facts`` (errors to ``facts.errors``)."""
+    src = text.encode("utf-8", "replace")
+    tree = _PARSER.parse(src)
+    root = tree.root_node
+    where = "CUDA source" if source == 0 else f"CUDA source passed to load_inline (line {offset + 1})"
+    if root.has_error:
+        bad = _first_error(root)
+        line = (bad.start_point[0] + 1 + offset) if bad is not None else offset + 1
+        what = f"missing '{bad.type}'" if bad is not None and bad.is_missing else "syntax error"
+        facts.errors.append(f"{where} does not parse: {what} at line {line}")
+        return
+    ids = facts.memo("loop_ids", lambda: [10_000])
+    CudaLowerer(facts, src, offset, source, ids).unit(root)
+
+
+def cuda_edges(facts: Facts) -> Callable[[Function], list[str]]:
+    """Control edges of CUDA functions: calls to other functions of the sources, and kernel launches."""
+
+    def edges(f: Function) -> list[str]:
+        out = []
+        for c in f.calls:
+            base = c.name.split("::")[-1].lstrip(".")
+            k = "cu:" + base
+            if k in facts.functions:
+                out.append(k)
+        out.extend(la.kernel for la in f.launches if la.kernel in facts.functions)
+        return out
+
+    return edges
+
+
+def extract_cu(facts: Facts) -> None:
+    """Fill ``facts`` from a ``.cu`` file: roots are the launched kernels, or every ``__global__`` when the file
+    launches none (a kernel library without host code)."""
+    add_cuda_source(facts, facts.text, 0, 0)
+    if facts.errors:
+        return
+    funcs = facts.functions
+    hosts = [k for k, f in funcs.items() if f.kind == "cpp"]
+    launching = [k for k in hosts if funcs[k].launches]
+    roots = launching or [k for k, f in funcs.items() if f.kind == "global"]
+    facts.roots = roots
+    edges = cuda_edges(facts)
+    seen: set[str] = set()
+    stack = list(roots)
+    while stack:
+        k = stack.pop()
+        if k in seen or k not in funcs:
+            continue
+        seen.add(k)
+        stack.extend(edges(funcs[k]))
+    facts.reachable = seen
+    for k in launching:
+        facts.launches.extend(funcs[k].launches)
+    if not roots:
+        facts.notes.append("no __global__ function")

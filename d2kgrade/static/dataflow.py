@@ -1,0 +1,470 @@
+"""Data-flow queries over :class:`~d2kgrade.static.facts.Facts`, shared by the checks of both languages.
+
+The analysis is flow-insensitive inside a function (every assignment of a name is a possible definition) and
+follows values across functions one way: into a helper's ``return`` with its parameters bound to the call's
+arguments, and from a kernel's parameter to the arguments of its launches (or of calls to a helper). That is
+enough to see that ``l_i = l_i * alpha`` with ``alpha = tl.exp2(m_i - m_new)`` rescales a running sum, or that
+``BLOCK_N`` reaches the kernel from ``triton.next_power_of_2(N)`` on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop
+
+Env = dict[str, tuple[Expr, Function, Any]] | None
+
+REDUCTIONS = {"tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin", "tl.xor_sum"}
+LOADS = {"tl.load", "load", "__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv", "tl.atomic_add"}
+STORES = {"tl.store", "store", "__stcs", "__stcg", "__stwt", "__stwb", "__stcv"}
+EXPS = {"tl.exp", "tl.exp2", "libdevice.exp", "libdevice.exp2", "libdevice.fast_expf", "expf", "__expf", "exp",
+        "exp2f", "exp2", "hexp", "h2exp", "hexp2", "h2exp2", "__exp2f", "fast_exp", "fast_exp2"}
+MAXES = {"tl.maximum", "tl.max", "fmaxf", "max", "fmax", "std::max", "__hmax", "__hmax2", "maximum", "tl.where"}
+PROGRAM_IDS = {"tl.program_id", "blockIdx.x", "blockIdx.y", "blockIdx.z"}
+NUM_PROGRAMS = {"tl.num_programs", "gridDim.x", "gridDim.y", "gridDim.z"}
+DESCRIPTOR_MAKERS = {"tl.make_tensor_descriptor", "tl._experimental_make_tensor_descriptor",
+                     "tl.experimental_make_tensor_descriptor"}
+POINTER_PASSTHROUGH = {"tl.multiple_of", "tl.max_contiguous", "tl.max_constancy", "tl.advance", "tl.make_block_ptr",
+                       "reinterpret_cast", "tl.make_tensor_descriptor", "tl._experimental_make_tensor_descriptor",
+                       "__ldg", "__ldcs", "__ldcg", "__ldlu", "__ldca", "__ldcv", "tl.pointer_type"}
+_WALK_LIMIT = 4000
+
+
+def matches(name: str, patterns: str | Iterable[str]) -> bool:
+    """``name`` equals a pattern, ends with ``::pattern``, or matches ``prefix*``."""
+    pats = [patterns] if isinstance(patterns, str) else patterns
+    for p in pats:
+        if p.endswith("*"):
+            if name.startswith(p[:-1]) or ("::" + p[:-1]) in name:
+                return True
+        elif name == p or name.endswith("::" + p):
+            return True
+    return False
+
+
+class Flow:
+    """Data-flow queries over one file (create with :func:`flow`, which caches one per file)."""
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+        self.funcs = facts.functions
+        self._module = facts.functions.get("<module>")
+        self._reducers: set[str] | None = None
+        self._carried: dict[str, dict[int, dict[str, list[Assign]]]] = {}
+        self._call_sites: dict[str, list[tuple[Expr, Function]]] | None = None
+
+    # ------------------------------------------------------------------------------------------ resolution
+
+    def callee(self, name: str, fn: Function) -> Function | None:
+        """The function a call named ``name`` in ``fn`` runs, if it is defined in the file."""
+        if fn.lang == "cuda":
+            return self.funcs.get("cu:" + name.split("::")[-1])
+        parts = fn.key.split(".")
+        while parts:
+            f = self.funcs.get(".".join(parts) + "." + name)
+            if f is not None:
+                return f
+            parts.pop()
+        return self.funcs.get(name)
+
+    def defs(self, name: str, fn: Function) -> list[Assign]:
+        """Assignments of ``name`` visible in ``fn`` (its own, else module-level ones)."""
+        d = fn.defs().get(name)
+        if d:
+            return d
+        if fn.lang != "py" or name in fn.params:
+            return []
+        parts = fn.key.split(".")[:-1]
+        while parts:  # closures: a nested function reads its enclosing function's variables
+            outer = self.funcs.get(".".join(parts))
+            if outer is not None:
+                d = outer.defs().get(name)
+                if d:
+                    return d
+                if name in outer.params:
+                    return []
+            parts.pop()
+        if self._module is not None and fn is not self._module:
+            return self._module.defs().get(name, [])
+        return []
+
+    def call_sites(self, fn: Function) -> list[tuple[Expr, Function]]:
+        """Where ``fn`` is called or launched from reachable code: (call expression, caller)."""
+        if self._call_sites is None:
+            sites: dict[str, list[tuple[Expr, Function]]] = {}
+            for caller in self.funcs.values():
+                if caller.key not in self.facts.reachable:
+                    continue
+                for c in caller.calls:
+                    if c.name == "launch":
+                        continue
+                    callee = self.callee(c.name, caller) if c.expr.recv is None or caller.lang == "cuda" else None
+                    if callee is not None and callee is not caller:
+                        sites.setdefault(callee.key, []).append((c.expr, caller))
+            self._call_sites = sites
+        return self._call_sites.get(fn.key, [])
+
+    def launches_of(self, fn: Function) -> list[Launch]:
+        """Reachable launches of kernel ``fn``."""
+        return [la for la in self.facts.launches if la.kernel == fn.key]
+
+    def launch_arg(self, la: Launch, kernel: Function, param: str) -> Expr | None:
+        """The expression a launch passes for ``param`` (positional or keyword)."""
+        if param in la.kwargs:
+            return la.kwargs[param]
+        try:
+            i = kernel.params.index(param)
+        except ValueError:
+            return None
+        return la.args[i] if i < len(la.args) else None
+
+    def param_sources(self, fn: Function, param: str) -> list[tuple[Expr, Function]]:
+        """Expressions that a parameter of ``fn`` receives at its launches and call sites."""
+        out: list[tuple[Expr, Function]] = []
+        for la in self.launches_of(fn):
+            e = self.launch_arg(la, fn, param)
+            caller = self.funcs.get(la.caller)
+            if e is not None and caller is not None:
+                out.append((e, caller))
+        if param in fn.params:
+            i = fn.params.index(param)
+            for call, caller in self.call_sites(fn):
+                e = call.kw(param, i)
+                if e is not None:
+                    out.append((e, caller))
+        return out
+
+    # ------------------------------------------------------------------------------------------ walking
+
+    def walk(self, e: Expr, fn: Function, env: Env = None, *, within: Loop | None = None, depth: int = 6,
+             params: bool = False, calls: bool = True) -> Iterator[tuple[Expr, Function, Env]]:
+        """Every node of ``e`` and, through names, of their definitions (inside loop ``within`` only, when given),
+        through calls of local functions into their returns, and with ``params`` from a kernel's parameters to
+        what its launches pass."""
+        stack: list[tuple[Expr, Function, Env, int]] = [(e, fn, env, 0)]
+        seen: set[tuple[int, int]] = set()
+        budget = _WALK_LIMIT
+        while stack and budget > 0:
+            x, f, en, d = stack.pop()
+            for node in x.walk():
+                budget -= 1
+                yield node, f, en
+                if d >= depth:
+                    continue
+                if node.kind == "name":
+                    if en and node.op in en:
+                        ex, ef, eenv = en[node.op]
+                        stack.append((ex, ef, eenv, d + 1))
+                    defs = self.defs(node.op, f)
+                    if within is not None and f.key == within.func:
+                        defs = [a for a in defs if within.id in a.loops]
+                    for a in defs:
+                        k = (id(a), id(en))
+                        if k in seen:
+                            continue
+                        seen.add(k)
+                        stack.append(self._def_value(a, f, en, d))
+                    if not defs and calls and node.op not in f.params:
+                        local = self.callee(node.op, f)  # a function passed by name (a grid callable)
+                        if local is not None and local is not f and local.is_device == f.is_device:
+                            k = (id(local), 1)
+                            if k not in seen:
+                                seen.add(k)
+                                for r in local.returns:
+                                    stack.append((r, local, None, d + 1))
+                    if not defs and params and node.op in f.params and within is None:
+                        for src, caller in self.param_sources(f, node.op):
+                            k = (id(src), 0)
+                            if k not in seen:
+                                seen.add(k)
+                                stack.append((src, caller, None, d + 1))
+                elif calls and node.kind == "call" and node.recv is None:
+                    callee = self.callee(node.op, f)
+                    if callee is not None and callee is not f and callee.returns and callee.is_device == f.is_device:
+                        new_env = self._bind(callee, node, f, en)
+                        for r in callee.returns:
+                            stack.append((r, callee, new_env, d + 1))
+
+    def _def_value(self, a: Assign, f: Function, en: Env, d: int) -> tuple[Expr, Function, Env, int]:
+        v = a.value
+        if a.index is not None and v.kind == "call" and v.recv is None:
+            callee = self.callee(v.op, f)
+            if callee is not None and callee.returns:
+                r = callee.returns[-1]
+                if r.kind == "tuple" and a.index < len(r.args):
+                    return r.args[a.index], callee, self._bind(callee, v, f, en), d + 1
+        return v, f, en, d + 1
+
+    def _bind(self, callee: Function, call: Expr, caller: Function, env: Env) -> dict[str, tuple[Expr, Function, Any]]:
+        out: dict[str, tuple[Expr, Function, Any]] = {}
+        for i, p in enumerate(callee.params):
+            a = call.kw(p, i)
+            if a is not None:
+                out[p] = (a, caller, env)
+        return out
+
+    def refs(self, e: Expr, fn: Function, name: str, owner: Function | None = None, env: Env = None, *,
+             within: Loop | None = None) -> bool:
+        """Does ``e`` (expanded) read variable ``name`` of function ``owner`` (default ``fn``)?"""
+        owner = owner or fn
+        for node, f, _ in self.walk(e, fn, env, within=within):
+            if node.kind == "name" and node.op == name and f is owner:
+                return True
+        return False
+
+    def calls_in(self, e: Expr, fn: Function, names: Iterable[str], env: Env = None, *,
+                 within: Loop | None = None, params: bool = False) -> list[tuple[Expr, Function, Env]]:
+        """Calls named ``names`` reached from ``e``."""
+        names = set(names)
+        return [(n, f, en) for n, f, en in self.walk(e, fn, env, within=within, params=params)
+                if n.kind == "call" and (n.op in names or matches(n.op, names))]
+
+    # ------------------------------------------------------------------------------------------ constants
+
+    def fold(self, e: Expr, fn: Function, env: Env = None, depth: int = 0) -> Any:
+        """Numeric value of ``e`` when it is a compile-time constant (literals, constants, + - * / **), else None."""
+        if depth > 8:
+            return None
+        k = e.kind
+        if k == "const":
+            return e.value if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) else None
+        if k == "name":
+            if env and e.op in env:
+                ex, ef, eenv = env[e.op]
+                return self.fold(ex, ef, eenv, depth + 1)
+            if e.op in self.facts.consts and isinstance(self.facts.consts[e.op], (int, float)):
+                return self.facts.consts[e.op]
+            if e.op in ("math.e", "tl.e"):
+                return math.e
+            defs = self.defs(e.op, fn)
+            if len(defs) == 1 and not defs[0].loops:
+                return self.fold(defs[0].value, fn, env, depth + 1)
+            return None
+        if k == "unary" and e.args:
+            v = self.fold(e.args[0], fn, env, depth + 1)
+            return -v if v is not None and e.op == "-" else v if e.op == "+" else None
+        if k == "cast" and e.args:
+            return self.fold(e.args[0], fn, env, depth + 1)
+        if k == "bin" and len(e.args) == 2:
+            a, b = self.fold(e.args[0], fn, env, depth + 1), self.fold(e.args[1], fn, env, depth + 1)
+            if a is None or b is None:
+                return None
+            try:
+                return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                        "//": lambda: a // b, "**": lambda: a ** b if abs(b) < 64 else None,
+                        "<<": lambda: a << b if isinstance(a, int) and isinstance(b, int) and 0 <= b < 64 else None,
+                        }.get(e.op, lambda: None)()
+            except (ArithmeticError, TypeError, ValueError):
+                return None
+        if k == "call":
+            if e.op in ("tl.constexpr", "float", "int") and e.args:
+                return self.fold(e.args[0], fn, env, depth + 1)
+            fname = e.op.rsplit(".", 1)[-1]
+            if e.op.split(".")[0] in ("math", "tl", "np", "numpy") and fname in ("log", "log2", "exp", "sqrt"):
+                args = [self.fold(a, fn, env, depth + 1) for a in e.args]
+                if args and all(a is not None for a in args):
+                    try:
+                        return getattr(math, fname)(*args)
+                    except (ValueError, TypeError, ArithmeticError):
+                        return None
+            if e.op in ("logf", "log2f", "expf", "sqrtf") and e.args:
+                v = self.fold(e.args[0], fn, env, depth + 1)
+                if v is not None:
+                    try:
+                        return getattr(math, e.op[:-1])(v)
+                    except (ValueError, ArithmeticError):
+                        return None
+        return None
+
+    # ------------------------------------------------------------------------------------------ derived facts
+
+    def reducers(self) -> set[str]:
+        """Device functions that perform a reduction (warp shuffles, ``tl.sum``...), transitively."""
+        if self._reducers is None:
+            red: set[str] = set()
+            changed = True
+            while changed:
+                changed = False
+                for f in self.funcs.values():
+                    if f.key in red or not f.is_device:
+                        continue
+                    for c in f.calls:
+                        if self._is_reduction_name(c.name) or (self.callee(c.name, f) is not None
+                                                               and self.callee(c.name, f).key in red):  # type: ignore
+                            red.add(f.key)
+                            changed = True
+                            break
+            self._reducers = red
+        return self._reducers
+
+    @staticmethod
+    def _is_reduction_name(name: str) -> bool:
+        return (name in REDUCTIONS or name.startswith("__shfl") or name.startswith("__reduce_")
+                or matches(name, ("cg::reduce", "cooperative_groups::reduce", "BlockReduce*", ".Sum", ".Reduce")))
+
+    def is_reduction(self, call: Expr, fn: Function) -> bool:
+        """A reduction across elements or threads: ``tl.sum``..., warp shuffles, a helper that reduces."""
+        if call.kind != "call":
+            return False
+        if self._is_reduction_name(call.op):
+            return True
+        callee = self.callee(call.op, fn) if call.recv is None else None
+        return callee is not None and callee.key in self.reducers()
+
+    def carried(self, fn: Function) -> dict[int, dict[str, list[Assign]]]:
+        """Loop-carried variables: loop id -> name -> in-loop assignments that read the name's previous value.
+
+        A variable is carried by a loop when it is defined before the loop (or is a parameter) and reassigned
+        inside it from an expression that reads it, directly or through values computed in the same loop.
+        """
+        if fn.key in self._carried:
+            return self._carried[fn.key]
+        out: dict[int, dict[str, list[Assign]]] = {}
+        defs = fn.defs()
+        for loop in fn.loops:
+            inside = [a for a in fn.assigns if loop.id in a.loops]
+            for a in inside:
+                for v in a.targets:
+                    if v == loop.var:
+                        continue
+                    before = v in fn.params or any(loop.id not in b.loops and b.line < loop.line
+                                                   for b in defs.get(v, []))
+                    if before and self.refs(a.value, fn, v, within=loop):
+                        out.setdefault(loop.id, {}).setdefault(v, []).append(a)
+        self._carried[fn.key] = out
+        return out
+
+    def reduction_derived(self, e: Expr, fn: Function, env: Env = None) -> Expr | None:
+        """The reduction (call, or carried accumulator) ``e``'s value comes from, if any."""
+        for node, f, en in self.walk(e, fn, env):
+            if node.kind == "call" and self.is_reduction(node, f):
+                return node
+            if node.kind == "name" and f.loops:
+                for by_var in self.carried(f).values():
+                    ups = by_var.get(node.op)
+                    if ups and any(u.aug == "+" or (u.value.kind == "bin" and u.value.op == "+") for u in ups):
+                        return node
+        return None
+
+    def reads_through(self, e: Expr, fn: Function, tainted: set[str], seeds: set[int]) -> bool:
+        """Does ``e`` read a tainted name or contain a seed node, not looking inside reductions?"""
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if id(x) in seeds or (x.kind == "name" and x.op in tainted):
+                return True
+            if x.kind == "call" and self.is_reduction(x, fn):
+                continue
+            if x.kwargs:
+                stack.extend(x.kwargs.values())
+            stack.extend(x.args)
+            if x.recv is not None:
+                stack.append(x.recv)
+        return False
+
+    def taint(self, fn: Function, names: set[str], seeds: set[int]) -> set[str]:
+        """Names whose values depend element-wise (not through a reduction) on ``names`` or seed nodes."""
+        tainted = set(names)
+        changed = True
+        rounds = 0
+        while changed and rounds < 20:
+            changed = False
+            rounds += 1
+            for a in fn.assigns:
+                if all(t in tainted for t in a.targets):
+                    continue
+                if self.reads_through(a.value, fn, tainted, seeds):
+                    tainted.update(a.targets)
+                    changed = True
+        return tainted
+
+    def bases(self, e: Expr, fn: Function, depth: int = 0, seen: set[int] | None = None) -> set[str]:
+        """Pointer parameters an address expression is based on (``x_ptr + row*stride + offs`` -> ``{x_ptr}``)."""
+        seen = seen if seen is not None else set()
+        if depth > 10 or id(e) in seen:
+            return set()
+        seen.add(id(e))
+        k = e.kind
+        if k == "name":
+            if e.op in fn.params:
+                if e.op in fn.constexprs:
+                    return set()
+                if fn.lang == "cuda" and e.op not in fn.pointer_params:
+                    return set()
+                return {e.op}
+            out: set[str] = set()
+            for a in fn.defs().get(e.op, []):
+                v = a.value
+                if v.kind == "other" and v.op in ("item-write", "loop-var"):
+                    continue
+                out |= self.bases(v, fn, depth + 1, seen)
+            return out
+        if k == "bin":
+            if e.op == "+":
+                return self.bases(e.args[0], fn, depth + 1, seen) | self.bases(e.args[1], fn, depth + 1, seen)
+            if e.op == "-":
+                return self.bases(e.args[0], fn, depth + 1, seen)
+            return set()
+        if k in ("sub", "cast") and e.args:
+            return self.bases(e.args[0], fn, depth + 1, seen)
+        if k == "ternary" and len(e.args) == 3:
+            return self.bases(e.args[1], fn, depth + 1, seen) | self.bases(e.args[2], fn, depth + 1, seen)
+        if k == "call":
+            if e.op in POINTER_PASSTHROUGH or e.op in ("load",):
+                first = e.kw("base", 0)
+                return self.bases(first, fn, depth + 1, seen) if first is not None else set()
+            if e.op == ".to" and e.recv is not None:
+                return self.bases(e.recv, fn, depth + 1, seen)
+        if k == "unary" and e.op == "&" and e.args:
+            return self.bases(e.args[0], fn, depth + 1, seen)
+        return set()
+
+    def memory_ops(self, fn: Function) -> list[tuple[str, Call, set[str]]]:
+        """Loads and stores of global memory in ``fn``: (``load``/``store``, call, base pointers).
+
+        Triton: ``tl.load``/``tl.store``, and ``.load``/``.store`` on tensor descriptors (Triton tensors have no
+        such methods, so in a jit function these are descriptor accesses). CUDA: pointer reads/writes, ``__ldg``...
+        """
+        out: list[tuple[str, Call, set[str]]] = []
+        for c in fn.calls:
+            n = c.name
+            if n in LOADS and n != "tl.atomic_add":
+                ptr = c.expr.kw("pointer", 0)
+                out.append(("load", c, self.bases(ptr, fn) if ptr is not None else set()))
+            elif n in STORES:
+                ptr = c.expr.kw("pointer", 0)
+                out.append(("store", c, self.bases(ptr, fn) if ptr is not None else set()))
+            elif fn.kind == "jit" and n in (".load", ".store", ".gather", ".scatter") and c.expr.recv is not None:
+                kind = "load" if n in (".load", ".gather") else "store"
+                out.append((kind, c, self.bases(c.expr.recv, fn) or {_text(c.expr.recv)}))
+        return out
+
+    def stored_value(self, c: Call) -> Expr | None:
+        """The value argument of a store call."""
+        if c.name in (".store", ".scatter"):
+            return c.expr.args[1] if len(c.expr.args) > 1 else c.expr.kw("value")
+        return c.expr.kw("value", 1)
+
+    def loop_of(self, fn: Function, loop_id: int) -> Loop | None:
+        return fn.loop(loop_id)
+
+    def pid_derived(self, e: Expr, fn: Function) -> bool:
+        """Does ``e`` come from the program id (``tl.program_id``, ``blockIdx``)?"""
+        for node, _, _ in self.walk(e, fn, params=True):
+            if (node.kind == "call" and node.op == "tl.program_id") or (node.kind == "name"
+                                                                         and node.op.startswith("blockIdx")):
+                return True
+        return False
+
+
+def _text(e: Expr) -> str:
+    return e.op if e.kind in ("name", "attr") else f"<{e.kind}@{e.line}>"
+
+
+def flow(facts: Facts) -> Flow:
+    """The (cached) :class:`Flow` of a file."""
+    return facts.memo("flow", lambda: Flow(facts))

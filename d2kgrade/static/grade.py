@@ -1,0 +1,180 @@
+"""``grade_file``: run a rubric's static checks over a file's facts and produce a :class:`FileGrade`.
+
+Per property: no checks -> ``unknown`` ("no static checks"); checks whose ``language`` the file does not contain
+are skipped, and if none is left -> ``unknown``; otherwise each check passes, fails or cannot tell, ``negate``
+flips it, and ``combine: all`` (every check passes) or ``any`` (one does) decides ``present``/``absent``. A check
+that cannot tell makes the property ``unknown`` unless the others already decide it. A file with no reachable
+Triton or CUDA code (pure PyTorch) has every property ``absent``; a file that cannot be analysed has every
+property ``unknown`` and the reason in ``FileGrade.error``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from d2kgrade.errors import SpecError, UserError
+from d2kgrade.errors import Problem
+from d2kgrade.grades import Evidence, FileGrade, PropertyGrade, file_grade
+from d2kgrade.schema import CheckRef, Property, Rubric, Task
+from d2kgrade.static.extract import extract_facts
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.registry import CheckResult, check_args_problem, load_all
+
+log = logging.getLogger(__name__)
+
+MAX_EVIDENCE = 4
+
+
+def check_rubric_static(rubric: Rubric, where: str = "") -> None:
+    """Raise :class:`SpecError` when a rubric names an unknown check or passes arguments it does not take."""
+    problems = []
+    for i, p in enumerate(rubric.properties):
+        for j, ref in enumerate(p.static.checks):
+            msg = check_args_problem(ref.check, ref.args)
+            if msg:
+                problems.append(Problem(where or f"rubric {rubric.task}", f"properties.{i}.static.checks.{j}", msg))
+    if problems:
+        raise SpecError(problems)
+
+
+def _evidence(facts: Facts, res: CheckResult) -> list[Evidence]:
+    out = []
+    for s in res.evidence[:MAX_EVIDENCE]:
+        out.append(Evidence(file=facts.path, start_line=s.line, end_line=max(s.end_line, s.line),
+                            code=facts.snippet(s.line, s.end_line), note=s.note))
+    return out
+
+
+def run_check(facts: Facts, ref: CheckRef) -> CheckResult:
+    """Run one check; a fault inside a check becomes a result that cannot tell (logged), never an exception."""
+    fn = load_all()[ref.check]
+    try:
+        res = fn(facts, ref.language, **ref.args)
+    except RecursionError:
+        return CheckResult(None, f"{ref.check}: code nested too deeply to analyse", confidence=0.0)
+    except Exception as exc:
+        log.exception("static check %s failed on %s", ref.check, facts.path)
+        return CheckResult(None, f"{ref.check} raised {type(exc).__name__}: {exc}", confidence=0.0)
+    if ref.negate and res.passed is not None:
+        res = CheckResult(not res.passed, ("not: " + res.reason), res.evidence, res.confidence)
+    return res
+
+
+def grade_property(prop: Property, facts: Facts) -> PropertyGrade:
+    """One property's static verdict on one file."""
+    base = {"property_id": prop.id, "level": prop.level, "rater": "static"}
+    spec = prop.static
+    if not facts.ok:
+        return PropertyGrade(**base, verdict="unknown", confidence=0.0, reason="file not analysed: "
+                             + "; ".join(facts.errors))
+    if not spec.checks:
+        return PropertyGrade(**base, verdict="unknown", confidence=0.0, reason="no static checks")
+    langs = facts.languages
+    if not langs:
+        if facts.foreign_dsl:
+            return PropertyGrade(**base, verdict="unknown", confidence=0.0,
+                                 reason=f"kernel written with {facts.foreign_dsl}, which static analysis does not read")
+        return PropertyGrade(**base, verdict="absent", confidence=0.9,
+                             reason="no Triton or CUDA kernel code is reachable from kernel(...)")
+    applicable = [c for c in spec.checks if c.language == "any" or c.language in langs]
+    skipped = [c.check for c in spec.checks if c not in applicable]
+    if not applicable:
+        return PropertyGrade(**base, verdict="unknown", confidence=0.0,
+                             reason=f"no static checks for {'/'.join(sorted(langs))} code",
+                             details={"skipped": skipped})
+    results = [(c, run_check(facts, c)) for c in applicable]
+    details = {"combine": spec.combine, "skipped": skipped, "checks": [
+        {"check": c.check, "args": c.args, "language": c.language, "negate": c.negate, "passed": r.passed,
+         "confidence": r.confidence, "reason": r.reason,
+         "lines": [[s.line, s.end_line] for s in r.evidence]} for c, r in results]}
+    passed = [r for _, r in results if r.passed is True]
+    failed = [r for _, r in results if r.passed is False]
+    undecided = [r for _, r in results if r.passed is None]
+    if spec.combine == "all":
+        if failed:
+            verdict, deciding = "absent", failed
+        elif undecided:
+            verdict, deciding = "unknown", undecided
+        else:
+            verdict, deciding = "present", passed
+    else:
+        if passed:
+            verdict, deciding = "present", passed
+        elif undecided:
+            verdict, deciding = "unknown", undecided
+        else:
+            verdict, deciding = "absent", failed
+    if verdict == "unknown":
+        confidence = 0.0
+    elif verdict == "present":
+        confidence = min(r.confidence for r in deciding) if spec.combine == "all" else max(
+            r.confidence for r in deciding)
+    else:
+        confidence = max(r.confidence for r in deciding) if spec.combine == "all" else min(
+            r.confidence for r in deciding)
+    evidence: list[Evidence] = []
+    for r in deciding:
+        evidence.extend(_evidence(facts, r))
+    reason = "; ".join(r.reason for r in deciding)
+    return PropertyGrade(**base, verdict=verdict, confidence=round(confidence, 3), evidence=evidence[:MAX_EVIDENCE * 2],
+                         reason=reason, details=details)
+
+
+def grade_facts(rubric: Rubric, facts: Facts, *, task: Task | None = None, gating: bool = False,
+                item: str = "") -> FileGrade:
+    """Grade already-extracted facts against ``rubric``."""
+    check_rubric_static(rubric)
+    grades = [grade_property(p, facts) for p in rubric.properties if not p.deprecated]
+    return file_grade(rubric, facts.path, "static", grades, task=task, gating=gating,
+                      error="; ".join(facts.errors), item=item)
+
+
+def grade_file(rubric: Rubric, path: str | Path, task: Task | None = None, gating: bool = False, *,
+               item: str = "") -> FileGrade:
+    """The static rater's grade of one kernel file under ``rubric``.
+
+    Args:
+        rubric: the task's rubric (its ``static`` blocks decide).
+        path: a ``.py`` submission (Triton and/or ``load_inline`` CUDA) or a ``.cu``/``.cuh`` file.
+        task: the task, needed only for ``gating``.
+        gating: count a property in the score only when what it depends on is present.
+        item: id of the graded item (an episode id), copied into the grade.
+
+    Raises:
+        UserError: the path does not exist or is a directory; SpecError: the rubric's checks are malformed.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file")
+    if p.is_dir():
+        raise UserError(f"{p}: is a directory; pass a kernel file")
+    return grade_facts(rubric, extract_facts(p), task=task, gating=gating, item=item)
+
+
+KERNEL_SUFFIXES = (".py", ".cu", ".cuh")
+
+
+def collect_files(paths: list[Path]) -> list[Path]:
+    """Files to grade: each file as given, and every ``*.py``/``*.cu``/``*.cuh`` under each directory (sorted).
+
+    Raises:
+        UserError: a path does not exist, or nothing is left to grade.
+    """
+    out: list[Path] = []
+    for p in paths:
+        if not p.exists():
+            raise UserError(f"{p}: no such file or directory")
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in KERNEL_SUFFIXES))
+        else:
+            out.append(p)
+    if not out:
+        raise UserError("no kernel files (*.py, *.cu, *.cuh) to grade in " + ", ".join(str(p) for p in paths))
+    return out
+
+
+def grade_files(rubric: Rubric, paths: list[Path], *, task: Task | None = None, gating: bool = False) -> list[FileGrade]:
+    """:func:`grade_file` over several files (directories expanded by :func:`collect_files`)."""
+    check_rubric_static(rubric)
+    return [grade_file(rubric, p, task=task, gating=gating) for p in collect_files(paths)]

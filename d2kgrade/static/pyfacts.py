@@ -1,0 +1,487 @@
+"""Facts from a Python file: Triton kernels, host code, launches, autotune configs, ``load_inline`` sources.
+
+Reachability starts at ``kernel(...)`` (and module-level code, which runs at import) and follows: calls to
+module functions, nested functions and class methods (``Cls.apply`` -> ``Cls.forward``); names passed as
+arguments (``torch.compile(f)``); launches ``k[grid](...)`` where ``k`` is a jit function or a local name bound
+to one (``k = _a if c else _b``); jit functions called from jit functions; attribute calls ``mod.f(...)`` where
+``f`` is a host function of a CUDA source handed to a reachable ``load_inline``; and, inside CUDA, calls and
+``<<<...>>>`` launches.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import math
+from typing import Any
+
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
+from d2kgrade.static.lower import Lowerer, canonical
+
+log = logging.getLogger(__name__)
+
+JIT_DECORATORS = {"triton.jit", "tl.jit", "jit", "triton.runtime.jit.jit"}
+AUTOTUNE = {"triton.autotune", "autotune", "triton.runtime.autotuner.autotune"}
+HEURISTICS = {"triton.heuristics", "heuristics", "triton.runtime.autotuner.heuristics"}
+LOAD_INLINE = {"cpp_extension.load_inline", "load_inline", "torch.utils.cpp_extension.load_inline"}
+FOREIGN_DSLS = ("cutlass", "tilelang", "numba", "cupy", "pycuda", "warp", "helion", "thunderkittens", "mojo")
+MODULE_KEY = "<module>"
+
+
+def _is_main_guard(st: ast.stmt) -> bool:
+    t = getattr(st, "test", None)
+    return (isinstance(st, ast.If) and isinstance(t, ast.Compare) and isinstance(t.left, ast.Name)
+            and t.left.id == "__name__")
+
+
+def _fold(e: ast.expr, consts: dict[str, Any]) -> Any:
+    """Value of a module-level constant expression (numbers, names of constants, + - * / **, math.*)."""
+    if isinstance(e, ast.Constant):
+        return e.value
+    if isinstance(e, ast.Name):
+        if e.id in consts:
+            return consts[e.id]
+        raise ValueError
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return -_fold(e.operand, consts)
+    if isinstance(e, ast.BinOp):
+        a, b = _fold(e.left, consts), _fold(e.right, consts)
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b, ast.Div: lambda: a / b,
+               ast.FloorDiv: lambda: a // b, ast.Pow: lambda: a ** b if abs(b) < 64 else None}
+        fn = ops.get(type(e.op))
+        if fn is None:
+            raise ValueError
+        return fn()
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "math":
+        if e.attr in ("e", "pi", "inf"):
+            return getattr(math, e.attr)
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name):
+        mod, fn_name = e.func.value.id, e.func.attr
+        args = [_fold(a, consts) for a in e.args]
+        if mod == "math" and fn_name in ("log", "log2", "exp", "sqrt", "log10") and len(args) in (1, 2):
+            return getattr(math, fn_name)(*args)
+        if mod in ("tl", "triton") and fn_name == "constexpr" and len(args) == 1:
+            return args[0]
+    raise ValueError
+
+
+class PyExtractor:
+    """Builds :class:`Facts` for one Python source."""
+
+    def __init__(self, facts: Facts) -> None:
+        self.facts = facts
+        self.loop_ids = [0]
+        self.classes: dict[str, list[str]] = {}
+        self.aliases: dict[str, list[str]] = {}
+        self.bases: dict[str, list[str]] = {}
+
+    # ------------------------------------------------------------------------------------------ module scan
+
+    def run(self, tree: ast.Module) -> None:
+        facts = self.facts
+        self._imports(tree)
+        self._consts(tree)
+        module = Function(MODULE_KEY, MODULE_KEY, "py", "host", [], 1, max(len(facts.lines), 1))
+        facts.functions[MODULE_KEY] = module
+        low = Lowerer(module, facts.imports, facts.consts, self.loop_ids)
+        body = []
+        for st in tree.body:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._function(st, "")
+            elif isinstance(st, ast.ClassDef):
+                self._class(st)
+            elif not _is_main_guard(st) and not isinstance(st, (ast.Import, ast.ImportFrom)):
+                body.append(st)
+        low.body(body)
+        for nested in low.nested:
+            self._function(nested, "")
+        self._module_aliases(module)
+
+    def _imports(self, tree: ast.Module) -> None:
+        imports = self.facts.imports
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        imports[a.asname] = a.name
+                    else:
+                        root = a.name.split(".")[0]
+                        imports.setdefault(root, root)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    imports[a.asname or a.name] = f"{node.module}.{a.name}"
+        for mod in imports.values():
+            root = mod.split(".")[0]
+            if root in FOREIGN_DSLS and not self.facts.foreign_dsl:
+                self.facts.foreign_dsl = root
+
+    def _consts(self, tree: ast.Module) -> None:
+        consts = self.facts.consts
+        for st in tree.body:
+            target, value = None, None
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                target, value = st.targets[0].id, st.value
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                target, value = st.target.id, st.value
+            if target is None or value is None:
+                continue
+            try:
+                v = _fold(value, consts)
+            except (ValueError, TypeError, ZeroDivisionError, OverflowError, ArithmeticError):
+                consts.pop(target, None)  # reassigned to something non-constant
+                continue
+            if isinstance(v, (int, float, bool, str)) or v is None:
+                if isinstance(v, str) and len(v) > 200:
+                    continue
+                consts[target] = v
+
+    def _class(self, st: ast.ClassDef) -> None:
+        methods = []
+        for sub in st.body:
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods.append(sub.name)
+                self._function(sub, st.name + ".")
+        self.classes[st.name] = methods
+        self.bases[st.name] = [b.id for b in st.bases if isinstance(b, ast.Name)]
+
+    def _decorator(self, node: ast.expr) -> Expr:
+        dummy = Function("<decorator>", "<decorator>", "py", "host", [], 0, 0)
+        return Lowerer(dummy, self.facts.imports, self.facts.consts, self.loop_ids).expr(node)
+
+    def _function(self, st: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str) -> None:
+        key = prefix + st.name
+        a = st.args
+        params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+        line = min([d.lineno for d in st.decorator_list] + [st.lineno])
+        f = Function(key, st.name, "py", "host", params, line, st.end_lineno or st.lineno)
+        all_args = a.posonlyargs + a.args
+        for p, d in zip(all_args[len(all_args) - len(a.defaults):], a.defaults):
+            f.defaults[p.arg] = self._decorator(d)
+        for p in a.posonlyargs + a.args + a.kwonlyargs:
+            ann = p.annotation
+            if ann is not None:
+                text = ann.value if isinstance(ann, ast.Constant) and isinstance(ann.value, str) else ast.unparse(ann)
+                if text.split(".")[-1] == "constexpr":
+                    f.constexprs.add(p.arg)
+        for dec in st.decorator_list:
+            e = self._decorator(dec)
+            name = e.op if e.kind in ("name", "call") else ""
+            if name in JIT_DECORATORS:
+                f.kind = "jit"
+                if e.kind == "call":
+                    dns = e.kw("do_not_specialize")
+                    if dns is not None:
+                        f.do_not_specialize = [str(x.value) if x.kind == "const" else x.op for x in dns.args]
+            elif name in AUTOTUNE and e.kind == "call":
+                f.autotune = self._autotune(e)
+            elif name in HEURISTICS and e.kind == "call" and e.args and e.args[0].kwargs:
+                f.heuristics = dict(e.args[0].kwargs)
+        self.facts.functions[key] = f
+        low = Lowerer(f, self.facts.imports, self.facts.consts, self.loop_ids)
+        low.body(st.body)
+        for nested in low.nested:
+            self._function(nested, key + ".")
+
+    def _autotune(self, e: Expr) -> Autotune:
+        configs_e = e.kw("configs", 0)
+        key_e = e.kw("key", 1)
+        key = [str(k.value) for k in (key_e.args if key_e is not None else ()) if k.kind == "const"]
+        generated = False
+        exprs: list[Expr] = []
+        visited: set[int] = set()
+
+        def collect(x: Expr, depth: int) -> None:
+            nonlocal generated
+            if depth > 4 or id(x) in visited:
+                return
+            visited.add(id(x))
+            for n in x.walk():
+                if n.kind == "call" and n.op in ("triton.Config", "Config"):
+                    exprs.append(n)
+                elif n.kind == "other" and n.op == "comprehension":
+                    generated = True
+                elif n.kind == "name" and n.op not in self.facts.consts:
+                    for v in self._module_values(n.op):
+                        collect(v, depth + 1)
+                elif n.kind == "call" and n.recv is None and n.op in self.facts.functions:
+                    generated = True
+                    g = self.facts.functions[n.op]
+                    for v in g.returns + [a.value for a in g.assigns]:
+                        collect(v, depth + 1)
+
+        if configs_e is not None:
+            collect(configs_e, 0)
+        seen_ids: set[int] = set()
+        exprs = [c for c in exprs if not (id(c) in seen_ids or seen_ids.add(id(c)))]  # type: ignore[func-returns-value]
+        configs = []
+        for c in exprs:
+            meta = c.kw("kwargs", 0)
+            kw: dict[str, object] = {}
+            if meta is not None and meta.kwargs:
+                kw = {k: (v.value if v.kind == "const" else None) for k, v in meta.kwargs.items()}
+            nw, ns = c.kw("num_warps"), c.kw("num_stages")
+            configs.append(AutotuneConfig(kw, nw.value if nw is not None and nw.kind == "const" else None,
+                                          ns.value if ns is not None and ns.kind == "const" else None, c.line))
+        return Autotune(configs, key, generated, e.line, e.end_line)
+
+    def _module_values(self, name: str) -> list[Expr]:
+        module = self.facts.functions.get(MODULE_KEY)
+        if module is None:
+            return []
+        return [a.value for a in module.defs().get(name, [])]
+
+    def _module_aliases(self, module: Function) -> None:
+        """``k = triton.jit(fn)``, ``k = triton.autotune(...)(triton.heuristics(...)(fn))`` and ``kernel = fn`` at
+        module level: the decorators apply to ``fn`` and the name becomes an alias of it."""
+        funcs = self.facts.functions
+        for a in module.assigns:
+            if len(a.targets) != 1:
+                continue
+            v = a.value
+            decorators: list[Expr] = []
+            while v.kind == "call":
+                if v.op == "<dynamic>" and v.recv is not None and v.recv.kind == "call" and v.args:
+                    decorators.append(v.recv)  # deco(...)(fn)
+                    v = v.args[0]
+                elif v.op in JIT_DECORATORS and v.args:
+                    decorators.append(v)  # triton.jit(fn)
+                    v = v.args[0]
+                else:
+                    break
+            names = [e.op for e in v.walk() if e.kind == "name" and e.op in funcs]
+            if not names:
+                continue
+            self.aliases.setdefault(a.targets[0], []).extend(names)
+            for n in names:
+                f = funcs[n]
+                for d in decorators:
+                    if d.op in JIT_DECORATORS:
+                        f.kind = "jit"
+                    elif d.op in AUTOTUNE and f.autotune is None:
+                        f.autotune = self._autotune(d)
+                    elif d.op in HEURISTICS and d.args and d.args[0].kwargs:
+                        f.heuristics.update(d.args[0].kwargs)
+
+    # ------------------------------------------------------------------------------------------ reachability
+
+    def resolve(self, name: str, scope: str) -> list[str]:
+        """Function keys a bare name denotes inside function ``scope``."""
+        funcs = self.facts.functions
+        parts = scope.split(".") if scope and scope != MODULE_KEY else []
+        while parts:
+            cand = ".".join(parts) + "." + name
+            if cand in funcs:
+                return [cand]
+            parts.pop()
+        if name in funcs:
+            return [name]
+        if name in self.aliases:
+            return [k for k in self.aliases[name] if k in funcs]
+        if "." in name:
+            cls, _, meth = name.rpartition(".")
+            if cls in self.classes:
+                if meth == "apply" and "forward" in self.classes[cls]:
+                    return [f"{cls}.forward"]
+                if meth in self.classes[cls]:
+                    return [f"{cls}.{meth}"]
+        if name in self.classes:  # instantiating a class runs __init__; calling it later runs __call__
+            return [f"{name}.{m}" for m in ("__init__", "__call__", "forward") if m in self.classes[name]]
+        return []
+
+    def _targets(self, e: Expr, f: Function, depth: int = 0) -> list[str]:
+        """Function keys an expression may denote (following local and module assignments)."""
+        out: list[str] = []
+        for x in e.walk():
+            if x.kind == "name":
+                got = self.resolve(x.op, f.key)
+                if got:
+                    out.extend(got)
+                elif depth < 3:
+                    for a in f.defs().get(x.op, []) + (self.facts.functions[MODULE_KEY].defs().get(x.op, [])
+                                                     if f.key != MODULE_KEY else []):
+                        out.extend(self._targets(a.value, f, depth + 1))
+            elif x.kind == "attr" and x.recv is not None and x.recv.kind == "name" and x.recv.op == "self":
+                cls = f.key.split(".")[0]
+                out.extend(self.resolve(f"{cls}.{x.op}", ""))
+        return out
+
+    def edges(self, f: Function, cuda_hosts: dict[str, str]) -> list[str]:
+        """Functions that ``f`` can transfer control to (calls, launches, names passed along)."""
+        out: list[str] = []
+        for c in f.calls:
+            e = c.expr
+            if c.name == "launch":
+                if e.recv is not None:
+                    out.extend(self._targets(e.recv, f))
+                continue
+            if e.recv is None:
+                out.extend(self.resolve(c.name, f.key))
+            elif e.recv.kind == "name" and e.recv.op == "self":
+                out.extend(self.resolve(f"{f.key.split('.')[0]}.{c.name[1:]}", ""))
+            elif e.recv.kind == "name" and e.recv.op in self.classes:
+                out.extend(self.resolve(e.recv.op + c.name, ""))
+            if c.name.startswith(".") and c.name[1:] in cuda_hosts:
+                out.append(cuda_hosts[c.name[1:]])
+            elif "." in c.name and c.name.rsplit(".", 1)[-1] in cuda_hosts and e.recv is None:
+                out.append(cuda_hosts[c.name.rsplit(".", 1)[-1]])
+            if f.kind != "jit":
+                for arg in list(e.args) + list((e.kwargs or {}).values()):
+                    if arg.kind == "name":
+                        out.extend(k for k in self.resolve(arg.op, f.key) if self.facts.functions[k].kind != "jit")
+        for d in f.heuristics.values():
+            out.extend(self._targets(d, f))
+        return out
+
+    def reach(self, roots: list[str], cuda_hosts: dict[str, str], cuda_edges: Any) -> set[str]:
+        seen: set[str] = set()
+        stack = list(roots)
+        funcs = self.facts.functions
+        while stack:
+            k = stack.pop()
+            if k in seen or k not in funcs:
+                continue
+            seen.add(k)
+            f = funcs[k]
+            stack.extend(self.edges(f, cuda_hosts) if f.lang == "py" else cuda_edges(f))
+        return seen
+
+    def load_inline_sources(self, reachable: set[str]) -> list[tuple[InlineSource, str]]:
+        """Source strings handed to ``load_inline`` calls in reachable Python code."""
+        out: list[tuple[InlineSource, str]] = []
+        funcs = self.facts.functions
+        for key in sorted(reachable):
+            f = funcs[key]
+            if f.lang != "py":
+                continue
+            for c in f.calls:
+                if c.name not in LOAD_INLINE and not c.name.endswith(".load_inline"):
+                    continue
+                fn_list = c.expr.kw("functions", 3)
+                names = [str(x.value) for x in (fn_list.walk() if fn_list is not None else ()) if
+                         x.kind == "const" and isinstance(x.value, str)]
+                for kind, pos in (("cpp_sources", 1), ("cuda_sources", 2)):
+                    src = c.expr.kw(kind, pos)
+                    if src is None:
+                        continue
+                    for text_node in self._string_pieces(src, f, 0):
+                        out.append((InlineSource(str(text_node.value), text_node.line, kind, names), key))
+        return out
+
+    def _string_pieces(self, e: Expr, f: Function, depth: int) -> list[Expr]:
+        if depth > 6:
+            return []
+        if e.kind == "const":
+            return [e] if isinstance(e.value, str) else []
+        if e.kind in ("tuple", "bin"):
+            return [p for a in e.args for p in self._string_pieces(a, f, depth + 1)]
+        if e.kind == "call":  # textwrap.dedent(s), s.strip(), "".join([...])
+            parts = [p for a in e.args for p in self._string_pieces(a, f, depth + 1)]
+            if e.recv is not None:
+                parts += self._string_pieces(e.recv, f, depth + 1)
+            return parts
+        if e.kind == "name":
+            vals = [a.value for a in f.defs().get(e.op, [])]
+            if not vals:
+                vals = self._module_values(e.op)
+            return [p for v in vals for p in self._string_pieces(v, f, depth + 1)]
+        return []
+
+    def launch_order(self, root: str) -> list[Launch]:
+        """Launches in execution order: host calls followed in source order, each function once."""
+        funcs = self.facts.functions
+        out: list[Launch] = []
+        visited: set[str] = set()
+
+        def visit(key: str) -> None:
+            if key in visited or key not in funcs:
+                return
+            visited.add(key)
+            f = funcs[key]
+            if f.is_device:
+                return
+            events: list[tuple[int, int, Any]] = [(la.line, 0, la) for la in f.launches]
+            for c in f.calls:
+                if c.name != "launch":
+                    events.append((c.line, 1, c))
+            events.sort(key=lambda t: (t[0], t[1]))
+            for _, kind, ev in events:
+                if kind == 0:
+                    targets = [ev.kernel] if ev.kernel in funcs else self._launch_targets(f, ev)
+                    for t in targets:
+                        out.append(Launch(t, ev.grid, ev.args, ev.kwargs, ev.caller, ev.line, ev.end_line,
+                                          ev.block))
+                else:
+                    for t in self._call_targets(f, ev):
+                        visit(t)
+
+        visit(MODULE_KEY)
+        visit(root)
+        return out
+
+    def _launch_targets(self, f: Function, la: Launch) -> list[str]:
+        if f.lang == "cuda":
+            return [la.kernel] if la.kernel in self.facts.functions else []
+        for c in f.calls:
+            if c.name == "launch" and c.line == la.line and c.expr.recv is not None:
+                return [k for k in self._targets(c.expr.recv, f) if self.facts.functions[k].kind == "jit"]
+        return []
+
+    def _call_targets(self, f: Function, c: Any) -> list[str]:
+        if f.lang == "cuda":
+            k = "cu:" + c.name
+            return [k] if k in self.facts.functions else []
+        recv = c.expr.recv
+        if recv is None:
+            out = self.resolve(c.name, f.key)
+        elif recv.kind == "name" and recv.op == "self":
+            out = self.resolve(f"{f.key.split('.')[0]}.{c.name[1:]}", "")
+        elif recv.kind == "name" and recv.op in self.classes:
+            out = self.resolve(recv.op + c.name, "")
+        else:
+            out = []
+        if c.name.startswith("."):
+            k = "cu:" + c.name[1:]
+            if k in self.facts.functions:
+                out.append(k)
+        return out
+
+
+def extract_python(facts: Facts) -> None:
+    """Fill ``facts`` from its Python text (errors go to ``facts.errors``)."""
+    from d2kgrade.static.cudafacts import add_cuda_source, cuda_edges
+
+    try:
+        tree = ast.parse(facts.text, filename=facts.path)
+    except SyntaxError as exc:
+        facts.errors.append(f"Python syntax error at line {exc.lineno}: {exc.msg}")
+        return
+    except (ValueError, RecursionError, MemoryError) as exc:
+        facts.errors.append(f"Python source cannot be parsed: {type(exc).__name__}: {str(exc)[:120]}")
+        return
+    ex = PyExtractor(facts)
+    ex.run(tree)
+    funcs = facts.functions
+    roots = [MODULE_KEY]
+    if "kernel" in funcs and funcs["kernel"].kind == "host":
+        roots.append("kernel")
+    elif "kernel" in ex.aliases:
+        roots.extend(ex.aliases["kernel"])
+    else:
+        facts.errors.append("defines no kernel(...) function, so no code is reachable from the entry point")
+        return
+    facts.roots = roots
+    reachable = ex.reach(roots, {}, cuda_edges(facts))
+    # CUDA sources enter through reachable load_inline calls; then their host functions become callable.
+    for src, _caller in ex.load_inline_sources(reachable):
+        facts.inline_sources.append(src)
+        add_cuda_source(facts, src.text, src.line - 1, len(facts.inline_sources))
+    if facts.errors:
+        return
+    cuda_hosts = {f.name: k for k, f in funcs.items() if f.lang == "cuda" and f.kind == "cpp"}
+    facts.reachable = ex.reach(roots, cuda_hosts, cuda_edges(facts))
+    facts.launches = ex.launch_order(roots[-1])
+    unresolved = [la.line for f in facts.hosts("py") for la in f.launches
+                  if not ex._launch_targets(f, la)]
+    if unresolved:
+        facts.notes.append(f"launch target not resolved at line(s) {unresolved[:5]}")

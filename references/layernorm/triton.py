@@ -1,0 +1,190 @@
+"""LayerNorm forward with saved statistics, in Triton: y = (x - mean) * rstd * w + b, plus mean and rstd in fp32.
+
+LayerNorm is memory-bound (8 flops per 4-8 bytes), so the design target is one read of x and one write of y.
+Two kernels cover every row length:
+
+* ``_layernorm_fwd_kernel`` (N <= 16384): rows live in registers. One program owns a [ROWS, BLOCK_N] tile and
+  loops over row blocks ``pid, pid + num_progs, ...``. For short rows (N <= 2048) the launcher uses a persistent
+  grid of a few programs per SM with w and b loaded once, before the loop, and ROWS rows per iteration so each
+  iteration moves >= 16 KB. For wide rows it uses ROWS = 1 and one program per row (num_progs = M): a resident
+  8 KB-16 KB w/b pair per program would halve occupancy, and the reloads hit in L1/L2.
+* ``_layernorm_fwd_tiled_kernel`` (N > 16384): a row does not fit in registers. Sweep 1 walks BLOCK_N tiles and
+  merges per-tile (count, mean, M2) of x - x[0] with Chan's formula, loading with evict_last so the row stays in
+  L2; sweep 2 re-reads the tiles (L2 hits) and writes y. HBM traffic stays near one read and one write.
+
+Numerics: the variance is always computed from centered values. In registers we use the corrected two-pass
+(mean0 = sum(x)/N; xc = x - mean0; d = sum(xc)/N; var = sum(xc^2)/N - d^2; mean = mean0 + d): the correction d
+removes the fp32 rounding of mean0, which matters at the large_offset_fp32 workload (mean 1000, std 1), where
+E[x^2] - E[x]^2 is off by up to ~20%. The tiled kernel gets the same effect by working on x - x[0]. Everything is
+fp32 in registers; y is rounded once, at the store. Measured on CPU (interpreter, fp32 math) against the float64
+oracle at offset 1000: max |y error| ~1e-6 on both kernels (fp32 tolerance 1e-3).
+
+Roofline floors on the H200 (cost model bytes / 4.25e12 B/s); measured fraction: pending an H200 run.
+
+| workload            | bytes       | floor    |
+|---------------------|-------------|----------|
+| llama_hidden_8k     | 537,034,752 | 126.4 us |
+| many_short_rows     | 537,923,584 | 126.6 us |
+| large_offset_fp32   | 537,034,752 | 126.4 us |
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+EPS = 1e-5
+MAX_REGISTER_BLOCK = 16384  # fp32 values of one row held by one program: 32 per thread at 16 warps
+SHORT_ROW = 2048  # at or below this, several rows per program and a persistent grid with w/b hoisted
+TILE_N = 4096  # column tile of the long-row kernel: 16 fp32 values per thread at 8 warps
+
+
+@triton.jit
+def _layernorm_fwd_kernel(
+    X, W, B, Y, MEAN, RSTD,
+    M, N,
+    stride_xm, stride_ym,
+    eps, num_progs,
+    ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """One program normalizes row blocks pid, pid + num_progs, ... of ROWS rows each.
+
+    Per row it reads N elements of x and writes N elements of y plus two fp32 scalars; w and b (2N elements) are
+    read once per program.
+    """
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    # w and b are reused by every row of every block: load once, keep in L2 for the other programs.
+    w = tl.load(W + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    b = tl.load(B + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    num_blocks = tl.cdiv(M, ROWS)
+    for blk in tl.range(pid, num_blocks, num_progs):
+        rows = blk * ROWS + tl.arange(0, ROWS)
+        row_ok = rows < M
+        mask = row_ok[:, None] & col_ok[None, :]
+        # x is read exactly once: stream it past L2.
+        x = tl.load(X + rows[:, None].to(tl.int64) * stride_xm + cols[None, :], mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        # Corrected two-pass over registers: center on a first mean, then fix the mean with the centered sum.
+        mean0 = tl.sum(x, axis=1) / N
+        xc = tl.where(mask, x - mean0[:, None], 0.0)
+        d = tl.sum(xc, axis=1) / N
+        var = tl.maximum(tl.sum(xc * xc, axis=1) / N - d * d, 0.0)
+        rstd = tl.math.rsqrt(var + eps)
+        y = (xc - d[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(Y + rows[:, None].to(tl.int64) * stride_ym + cols[None, :], y.to(Y.dtype.element_ty), mask=mask,
+                 cache_modifier=".cs")
+        tl.store(MEAN + rows, mean0 + d, mask=row_ok)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
+
+
+@triton.jit
+def _layernorm_fwd_tiled_kernel(
+    X, W, B, Y, MEAN, RSTD,
+    N,
+    stride_xm, stride_ym,
+    eps,
+    BLOCK_N: tl.constexpr,
+):
+    """One program normalizes one row of any length, in BLOCK_N column tiles.
+
+    Sweep 1 reads the row from HBM and merges per-tile (count, mean, M2) with Chan's formula; sweep 2 reads it
+    again from L2 and writes y. HBM traffic: N elements in, N out, w and b from L2 after the first rows.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    x_row = X + row * stride_xm
+    y_row = Y + row * stride_ym
+    cols = tl.arange(0, BLOCK_N)
+    # Shift by the row's first element: statistics of x - k are small numbers, so the merged mean keeps its
+    # precision (an fp32 mean of 1000 alone carries a 3e-5 rounding error into every (x - mean)).
+    k = tl.load(x_row).to(tl.float32)
+    n_acc = 0.0
+    mean = 0.0
+    m2 = 0.0
+    # Sweep 1: Welford/Chan merge of per-tile (count, mean, M2); evict_last keeps the row in L2 for sweep 2.
+    for start in tl.range(0, N, BLOCK_N):
+        offs = start + cols
+        ok = offs < N
+        x = tl.load(x_row + offs, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        xs = tl.where(ok, x - k, 0.0)
+        n_t = tl.minimum(N - start, BLOCK_N).to(tl.float32)
+        t_mean = tl.sum(xs, axis=0) / n_t
+        xc = tl.where(ok, xs - t_mean, 0.0)
+        t_m2 = tl.sum(xc * xc, axis=0)
+        n_new = n_acc + n_t
+        delta = t_mean - mean
+        mean = mean + delta * (n_t / n_new)
+        m2 = m2 + t_m2 + delta * delta * (n_acc * n_t / n_new)
+        n_acc = n_new
+    rstd = tl.math.rsqrt(m2 / N + eps)
+    tl.store(MEAN + row, k + mean)
+    tl.store(RSTD + row, rstd)
+    # Sweep 2: normalize; this is the last use of x.
+    for start in tl.range(0, N, BLOCK_N):
+        offs = start + cols
+        ok = offs < N
+        x = tl.load(x_row + offs, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(W + offs, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(B + offs, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        y = ((x - k) - mean) * rstd * w + b
+        tl.store(y_row + offs, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=".cs")
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_sms(x: torch.Tensor) -> int:
+    # Under the interpreter a small "SM count" makes the persistent loop run several iterations per program.
+    return _sm_count(x.device.index or 0) if x.is_cuda else 4
+
+
+def _num_warps(block_elems: int) -> int:
+    # At most ~32 fp32 values of x per thread: 4 warps to 4k elements, 8 to 8k, 16 beyond.
+    return 4 if block_elems <= 4096 else 8 if block_elems <= 8192 else 16
+
+
+def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS, *,
+              _max_block: int = MAX_REGISTER_BLOCK, _short_row: int = SHORT_ROW, _tile_n: int = TILE_N,
+              _rows: int | None = None, _num_progs: int | None = None):
+    """LayerNorm over the last dim of a 2-D ``x``; returns ``(y, mean, rstd)``.
+
+    The underscored arguments move the path thresholds so tests can reach every path with small shapes.
+    """
+    assert x.dim() == 2 and w.shape == b.shape == (x.shape[1],)
+    assert x.stride(1) == 1 and w.is_contiguous() and b.is_contiguous()
+    M, N = x.shape
+    y = torch.empty_like(x)
+    mean = torch.empty(M, device=x.device, dtype=torch.float32)
+    rstd = torch.empty(M, device=x.device, dtype=torch.float32)
+    if M == 0:
+        return y, mean, rstd
+    block_n = triton.next_power_of_2(N)
+    if block_n > _max_block:
+        tile = min(_tile_n, block_n)
+        _layernorm_fwd_tiled_kernel[(M,)](
+            x, w, b, y, mean, rstd, N, x.stride(0), y.stride(0), eps,
+            BLOCK_N=tile, num_warps=_num_warps(2 * tile))
+        return y, mean, rstd
+    if N <= _short_row:
+        # 2-D tile of >= 8k elements (16 KB of bf16 in, 16 KB out per iteration), persistent grid.
+        rows = _rows or max(1, min(16, 8192 // block_n))
+        blocks = triton.cdiv(M, rows)
+        progs = _num_progs or min(blocks, 4 * _num_sms(x))
+    else:
+        rows = _rows or 1
+        blocks = triton.cdiv(M, rows)
+        progs = _num_progs or blocks
+    _layernorm_fwd_kernel[(progs,)](
+        x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, progs,
+        ROWS=rows, BLOCK_N=block_n, num_warps=_num_warps(rows * block_n))
+    return y, mean, rstd
+
+
+def kernel(x, w, b):
+    return layernorm(x, w, b)

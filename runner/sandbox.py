@@ -1,0 +1,463 @@
+"""Run the evaluation worker in a sandboxed child process and collect what it reports.
+
+Each job runs in a process of its own, in a new session (so a timeout kills its whole process group), in a fresh
+temporary working directory, with an environment rebuilt from an allowlist (secrets never reach it), resource
+limits, and its stdout/stderr captured to a log that is kept (trimmed) but never parsed. Results come back over
+a private pipe as length-prefixed JSON frames, each authenticated with an HMAC whose per-job key travels on a
+second pipe that the worker reads and closes before it imports the submission; a frame that fails the check makes
+the outcome ``forged``.
+
+Two ways to start the child (``D2KGRADE_EVAL_MODE``):
+
+- ``zygote`` (default): a pre-started process that has imported torch and triton (but never initialised CUDA
+  and never runs submissions) forks one child per job. A fork of a clean template starts as clean as a fresh
+  interpreter, and skips the ~3-8 s import of torch per evaluation. The zygote itself was started with the
+  scrubbed environment, so even ``/proc/self/environ`` of a child holds no secret.
+- ``spawn``: a fresh ``python -I`` per job.
+
+Same-uid isolation has limits: a hostile child can still signal or read files of its own user. The static
+tripwires forbid the calls that do so; run the whole evaluator under its own user or container for untrusted
+code at scale.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import resource
+import secrets
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parent.parent
+"""Folder that holds the ``runner`` package (put on the child's sys.path: ``python -I`` ignores PYTHONPATH)."""
+
+MAX_FRAME = 64 << 20
+LOG_HEAD = 4000
+LOG_TAIL = 12000
+
+ALLOWED_ENV = re.compile(
+    r"^(PATH|LANG|LANGUAGE|LC_[A-Z_]+|TERM|TZ|USER|LOGNAME|CUDA_[A-Z0-9_]+|NVIDIA_[A-Z0-9_]+|LD_LIBRARY_PATH|"
+    r"TRITON_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|TORCHINDUCTOR_[A-Z0-9_]+|PYTORCH_[A-Z0-9_]+|OMP_NUM_THREADS|"
+    r"MKL_NUM_THREADS|OPENBLAS_NUM_THREADS|CC|CXX|CUDAHOSTCXX|NVCC_[A-Z_]+|MAX_JOBS|CPATH|LIBRARY_PATH|"
+    r"VIRTUAL_ENV)$")
+"""Variables the worker may inherit. Everything else is dropped, whatever its name."""
+
+SECRET_ENV = re.compile(
+    r"(_KEY|_KEYS|_TOKEN|_TOKENS|_SECRET|_PASS|_PAT)$|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|AUTH|^AWS_|"
+    r"^GOOGLE_|^GCP_|^GCLOUD|^CLOUDSDK_|^AZURE_|^OPENAI_|^ANTHROPIC_|^HF_|^HUGGING|^GITHUB_|^GH_|^SSH_|"
+    r"^NETRC$|^KUBE|^DOCKER_|^WANDB_", re.I)
+"""Dropped even when the allowlist would keep them (``TRITON_REMOTE_TOKEN``...)."""
+
+# The worker entry: `python -I` leaves the script folder and PYTHONPATH off sys.path, so put the package root on.
+BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.worker as w; "
+        "w.zygote_main(int(sys.argv[3])) if sys.argv[2] == 'zygote' else w.spawn_main(int(sys.argv[3]), int(sys.argv[4]))")
+
+
+def scrub_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The environment a worker gets: allowlisted names only, minus anything that looks like a secret."""
+    return {k: v for k, v in environ.items() if ALLOWED_ENV.match(k) and not SECRET_ENV.search(k)}
+
+
+# --------------------------------------------------------------------------------------------- channel
+
+
+class ChannelWriter:
+    """Worker side of the result channel: length-prefixed JSON frames, each with an HMAC-SHA256 of its body."""
+
+    def __init__(self, fd: int, key: bytes) -> None:
+        self._fd = fd
+        self._key = key
+        self._seq = 0
+
+    def send(self, kind: str, **data: Any) -> None:
+        body = json.dumps({"seq": self._seq, "kind": kind, **data}, default=_json_default).encode()
+        self._seq += 1
+        mac = hmac.new(self._key, body, hashlib.sha256).digest()
+        frame = struct.pack(">I", len(body) + len(mac)) + mac + body
+        view = memoryview(frame)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+class ForgedMessage(Exception):
+    """A frame on the result channel failed its HMAC or sequence check."""
+
+
+class ChannelReader:
+    """Parent side: feed bytes, get verified messages back in order."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self._buf = bytearray()
+        self._seq = 0
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= 4:
+            (n,) = struct.unpack(">I", self._buf[:4])
+            if n > MAX_FRAME or n < 32:
+                raise ForgedMessage(f"frame of {n} bytes")
+            if len(self._buf) < 4 + n:
+                break
+            mac, body = bytes(self._buf[4:36]), bytes(self._buf[36:4 + n])
+            del self._buf[:4 + n]
+            if not hmac.compare_digest(mac, hmac.new(self._key, body, hashlib.sha256).digest()):
+                raise ForgedMessage("a frame failed authentication")
+            msg = json.loads(body)
+            if not isinstance(msg, dict) or msg.get("seq") != self._seq:
+                raise ForgedMessage(f"frame out of sequence (expected {self._seq})")
+            self._seq += 1
+            out.append(msg)
+        return out
+
+
+# --------------------------------------------------------------------------------------------- jobs
+
+
+@dataclass
+class JobSpec:
+    """One sandboxed worker run."""
+
+    config: dict[str, Any]
+    """What the worker is told (JSON); the channel key is added here and never written to disk."""
+    device: str
+    """``cuda`` or ``cpu`` (cpu: Triton interpreter, no GPU visible)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Per-job variables on top of the scrubbed environment (caches, HOME...)."""
+    timeout_s: float = 600.0
+    """Wall limit of the whole job."""
+    stall_s: float | None = None
+    """Limit on the time between two messages once the submission is imported (an infinite loop)."""
+    mem_limit_bytes: int = 16 << 30
+    """Host memory limit: RLIMIT_AS on cpu; on cuda (where RLIMIT_AS breaks the driver's address-space
+    reservations) the parent polls the resident memory of the process group and kills it past this."""
+    fsize_limit_bytes: int = 4 << 30
+    """Largest file the worker may write (logs, caches)."""
+
+
+@dataclass
+class JobOutcome:
+    """What came back from one job."""
+
+    messages: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    """Verified messages with the parent's monotonic arrival time."""
+    returncode: int | None = None
+    """Exit code (negative: killed by that signal); None if unknown."""
+    timed_out: bool = False
+    stalled: bool = False
+    mem_exceeded: bool = False
+    forged: str | None = None
+    log: str = ""
+    """What the worker and the submission printed, trimmed; never parsed."""
+    wall_s: float = 0.0
+
+
+def _trim(text: str) -> str:
+    if len(text) <= LOG_HEAD + LOG_TAIL:
+        return text
+    return text[:LOG_HEAD] + f"\n... [{len(text) - LOG_HEAD - LOG_TAIL} characters cut] ...\n" + text[-LOG_TAIL:]
+
+
+def _group_rss(pgid: int) -> int:
+    """Resident bytes of every process in the group."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(f"/proc/{entry.name}/statm", "rb") as fh:
+                total += int(fh.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _kill_group(pgid: int | None) -> None:
+    if not pgid:
+        return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _feed_config(fd: int, payload: bytes) -> None:
+    def write() -> None:
+        try:
+            view = memoryview(payload)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=write, daemon=True, name="d2k-config-feed").start()
+
+
+def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
+    """Run one worker job in the sandbox and supervise it until it ends, times out, stalls or overruns memory."""
+    mode = mode or os.environ.get("D2KGRADE_EVAL_MODE", "zygote")
+    if mode not in ("zygote", "spawn"):
+        raise ValueError(f"D2KGRADE_EVAL_MODE must be zygote or spawn, got {mode!r}")
+    key = secrets.token_bytes(32)
+    workdir = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
+    job_env = {"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONDONTWRITEBYTECODE": "1",
+               "TRITON_CACHE_DIR": str(workdir / ".triton"), **spec.env}
+    config = {**spec.config, "channel_key": key.hex(),
+              "limits": {"as_bytes": spec.mem_limit_bytes if spec.device == "cpu" else None,
+                         "fsize_bytes": spec.fsize_limit_bytes}}
+    payload = json.dumps(config).encode()
+    cfg_r, cfg_w = os.pipe()
+    res_r, res_w = os.pipe()
+    log_path = workdir / "worker.log"
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    out = JobOutcome()
+    t0 = time.monotonic()
+    proc: subprocess.Popen[bytes] | None = None
+    status_r = -1
+    pgid: int | None = None
+    try:
+        if mode == "spawn":
+            env = {**scrub_env(os.environ), **_device_env(spec.device), **job_env}
+            proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, str(ROOT), "child", str(cfg_r), str(res_w)],
+                                    cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                                    pass_fds=(cfg_r, res_w), start_new_session=True)
+            pgid = proc.pid
+        else:
+            status_r, status_w = os.pipe()
+            try:
+                pgid = _zygote(spec.device).fork({"cwd": str(workdir), "env": job_env},
+                                                 [cfg_r, res_w, log_fd, status_w])
+            finally:
+                os.close(status_w)
+        for fd in (cfg_r, res_w, log_fd):
+            os.close(fd)
+        cfg_r = res_w = log_fd = -1
+        _feed_config(cfg_w, payload)
+        cfg_w = -1
+        _supervise(out, spec, ChannelReader(key), res_r, proc, status_r, pgid, t0)
+    finally:
+        _kill_group(pgid)
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in (cfg_r, cfg_w, res_r, res_w, log_fd, status_r):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        try:
+            out.log = _trim(log_path.read_text(errors="replace"))
+        except OSError:
+            out.log = ""
+        shutil.rmtree(workdir, ignore_errors=True)
+        out.wall_s = time.monotonic() - t0
+    return out
+
+
+def _supervise(out: JobOutcome, spec: JobSpec, reader: ChannelReader, res_r: int,
+               proc: subprocess.Popen[bytes] | None, status_r: int, pgid: int | None, t0: float) -> None:
+    last_msg = time.monotonic()
+    imported = False
+    res_open = True
+    exited = False
+    exited_at = 0.0
+    next_rss = 0.0
+    while True:
+        now = time.monotonic()
+        if now - t0 > spec.timeout_s:
+            out.timed_out = True
+            _kill_group(pgid)
+            break
+        if imported and spec.stall_s is not None and now - last_msg > spec.stall_s:
+            out.stalled = out.timed_out = True
+            _kill_group(pgid)
+            break
+        if spec.device != "cpu" and now >= next_rss and pgid:
+            next_rss = now + 0.5
+            if _group_rss(pgid) > spec.mem_limit_bytes:
+                out.mem_exceeded = True
+                _kill_group(pgid)
+                break
+        watch = [fd for fd, open_ in ((res_r, res_open), (status_r, status_r >= 0 and not exited)) if open_]
+        ready = select.select(watch, [], [], 0.2)[0] if watch else []
+        if res_r in ready:
+            data = os.read(res_r, 1 << 20)
+            if not data:
+                res_open = False
+            else:
+                try:
+                    for msg in reader.feed(data):
+                        last_msg = time.monotonic()
+                        imported = imported or msg.get("kind") == "import_start"
+                        out.messages.append((last_msg, msg))
+                except ForgedMessage as exc:
+                    out.forged = str(exc)
+                    _kill_group(pgid)
+                    break
+        if not exited:
+            if proc is not None:
+                rc = proc.poll()
+                if rc is not None:
+                    exited, out.returncode = True, rc
+            elif status_r in ready:
+                data = os.read(status_r, 4096)
+                exited = True
+                if data:
+                    st = json.loads(data)
+                    out.returncode = os.waitstatus_to_exitcode(st["status"])
+            if exited:
+                exited_at = time.monotonic()
+        if exited and (not res_open or time.monotonic() - exited_at > 2.0):
+            break
+        if not watch:
+            time.sleep(0.05)
+
+
+def _device_env(device: str) -> dict[str, str]:
+    if device == "cpu":
+        # The submission sees no GPU, and Triton runs its interpreter.
+        return {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    return {}
+
+
+# --------------------------------------------------------------------------------------------- zygote
+
+
+class _Zygote:
+    """A pre-started template process that forks one child per job."""
+
+    def __init__(self, device: str) -> None:
+        self.env = {**scrub_env(os.environ), **_device_env(device)}
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = parent_sock
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", BOOT, str(ROOT), "zygote", str(child_sock.fileno())],
+            env=self.env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, pass_fds=(child_sock.fileno(),), start_new_session=True)
+        child_sock.close()
+        self.sock.settimeout(300)
+        try:
+            hello = self.sock.recv(4096)
+        except OSError:
+            hello = b""
+        if hello != b"ready":
+            err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+            self.close()
+            raise RuntimeError(f"the evaluation zygote did not start: {err}")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, job: dict[str, Any], fds: list[int]) -> int:
+        """Start one job; return the pid (and process group) of its session leader."""
+        with self.lock:
+            socket.send_fds(self.sock, [json.dumps(job).encode()], fds)
+            reply = self.sock.recv(4096)
+        if not reply:
+            raise RuntimeError("the evaluation zygote died")
+        return int(json.loads(reply)["pid"])
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        finally:
+            _kill_group(self.proc.pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+_ZYGOTES: dict[tuple[str, str], _Zygote] = {}
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def _zygote(device: str) -> _Zygote:
+    # Keyed by the environment it would get: a changed environment (new TRITON_ setting) gets a new zygote.
+    key = (device, json.dumps({**scrub_env(os.environ), **_device_env(device)}, sort_keys=True))
+    with _ZYGOTE_LOCK:
+        z = _ZYGOTES.get(key)
+        if z is None or not z.alive():
+            if z is not None:
+                z.close()
+            z = _ZYGOTES[key] = _Zygote(device)
+        return z
+
+
+@atexit.register
+def shutdown_zygotes() -> None:
+    """Stop every zygote this process started."""
+    with _ZYGOTE_LOCK:
+        for z in _ZYGOTES.values():
+            z.close()
+        _ZYGOTES.clear()
+
+
+# --------------------------------------------------------------------------------------------- child side
+
+
+def apply_limits(limits: dict[str, Any]) -> None:
+    """Resource limits inside the child, before any submission code runs."""
+    if limits.get("as_bytes"):
+        resource.setrlimit(resource.RLIMIT_AS, (limits["as_bytes"], limits["as_bytes"]))
+    if limits.get("fsize_bytes"):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize_bytes"], limits["fsize_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        data = os.read(fd, 1 << 20)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(fd)
+    return b"".join(chunks)

@@ -1,0 +1,56 @@
+"""layernorm_backward: exact semantics (float64), the PyTorch baseline, and the seeded input maker."""
+
+from __future__ import annotations
+
+import torch
+
+EPS = 1e-5
+
+# "normal" is the catalog's dy, x, w ~ N(0,1) in bf16, with mean/rstd of x computed in fp64 and stored as fp32.
+# "shifted" gives x per-row offsets (up to 30 std, as far as bf16 keeps the signal) and scales (0.1-10), so rstd
+# varies by 100x across rows and x - mean needs the fp32 mean; w ~ 1 + 0.2 N(0,1) as in a trained model.
+# "outliers" gives x a few channels 20-60x larger (LLM hidden states) and dy rows of different magnitudes, so
+# xhat and dy*xhat have a heavy tail; dx is then far from dy, so echoing dy or writing constants fails.
+DISTRIBUTIONS = ("normal", "shifted", "outliers")
+
+
+def make_inputs(params, shapes, dtypes, *, generator, device, dist):
+    M, N = shapes["x"]
+    f32 = dict(generator=generator, device=device, dtype=torch.float32)
+    dy = torch.randn(M, N, **f32)
+    x = torch.randn(M, N, **f32)
+    w = torch.randn(N, **f32)
+    if dist == "shifted":
+        scale = 10.0 ** (torch.rand(M, 1, **f32) * 2.0 - 1.0)
+        x = scale * (x + 30.0 * (torch.rand(M, 1, **f32) * 2.0 - 1.0))
+        w = 1.0 + 0.2 * w
+    elif dist == "outliers":
+        cols = torch.randperm(N, generator=generator, device=device)[: max(1, N // 128)]
+        x[:, cols] *= 20.0 + 40.0 * torch.rand(cols.numel(), **f32)
+        dy = dy * 10.0 ** (torch.rand(M, 1, **f32) - 0.5)
+    elif dist != "normal":
+        raise ValueError(f"unknown distribution {dist!r}")
+    x = x.to(dtypes["x"])
+    xd = x.double()
+    mean = xd.mean(-1)
+    rstd = torch.rsqrt(xd.var(-1, unbiased=False) + EPS)
+    return dy.to(dtypes["dy"]), x, w.to(dtypes["w"]), mean.to(dtypes["mean"]), rstd.to(dtypes["rstd"])
+
+
+def reference(dy, x, w, mean, rstd):
+    rs = rstd.double()[:, None]
+    xhat = (x.double() - mean.double()[:, None]) * rs
+    g = dy.double() * w.double()
+    dx = rs * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
+    dw = (dy.double() * xhat).sum(0)
+    db = dy.double().sum(0)
+    return dx.to(x.dtype), dw.float(), db.float()
+
+
+def baseline(dy, x, w, mean, rstd):
+    # The ATen kernel autograd runs for F.layer_norm (dx, dw, db in one call). It returns dw and db in w's dtype
+    # (bf16 here: PyTorch offers no bf16-input, fp32-gradient layer norm on CUDA), widened afterwards.
+    N = x.shape[-1]
+    dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+        dy, x, [N], mean.view(-1, 1), rstd.view(-1, 1), w, w, [True, True, True])
+    return dx, dw.float(), db.float()

@@ -1,0 +1,84 @@
+"""rotary_embedding: exact semantics (float64), the PyTorch baseline, and the seeded input maker."""
+
+from __future__ import annotations
+
+import torch
+
+ROPE_BASE = 10000.0
+
+# "normal" is the catalog's: q, k ~ N(0,1), positions uniform in [0, max_pos).
+# "outliers" gives q and k a few channels 10-40x larger, as the massive activations of real q/k projections; the
+# rotation then mixes a large and a small member of a pair, so rounding cos/sin (or computing in bf16) shows.
+# "decode" draws positions near the end of the cache and repeats each one across a batch of tokens, as batched
+# decode does; the angles p * inv_freq reach ~1.3e5 rad, where fast sin/cos intrinsics are inaccurate.
+DISTRIBUTIONS = ("normal", "outliers", "decode")
+
+
+def rope_cache(max_pos: int, half: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin(p * base^(-2i/D)) for p < max_pos and i < D/2, computed in fp64, stored as fp32."""
+    inv_freq = ROPE_BASE ** (-torch.arange(half, dtype=torch.float64, device=device) / half)
+    angles = torch.arange(max_pos, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]
+    return torch.cos(angles).float(), torch.sin(angles).float()
+
+
+def make_inputs(params, shapes, dtypes, *, generator, device, dist):
+    T, Hq, D = shapes["q"]
+    Hkv = shapes["k"][1]
+    max_pos, half = shapes["cos_cache"]
+    f32 = dict(generator=generator, device=device, dtype=torch.float32)
+    q = torch.randn(T, Hq, D, **f32)
+    k = torch.randn(T, Hkv, D, **f32)
+    positions = torch.randint(0, max_pos, (T,), generator=generator, device=device)
+    if dist == "outliers":
+        for x in (q, k):
+            chans = torch.randperm(D, generator=generator, device=device)[: max(2, D // 16)]
+            x[..., chans] *= 10.0 + 30.0 * torch.rand(chans.numel(), **f32)
+    elif dist == "decode":
+        batch = 4
+        distinct = torch.randint(max_pos - max_pos // 8, max_pos, (-(-T // batch),), generator=generator,
+                                 device=device)
+        positions = distinct.repeat_interleave(batch)[:T]
+    elif dist != "normal":
+        raise ValueError(f"unknown distribution {dist!r}")
+    cos, sin = rope_cache(max_pos, half, device)
+    return (q.to(dtypes["q"]), k.to(dtypes["k"]), positions.to(dtypes["positions"]), cos.to(dtypes["cos_cache"]),
+            sin.to(dtypes["sin_cache"]))
+
+
+def _rotate64(x: torch.Tensor, c: torch.Tensor, s: torch.Tensor, style: str) -> torch.Tensor:
+    xd = x.double()
+    c = c.double()[:, None, :]
+    s = s.double()[:, None, :]
+    if style == "neox":
+        x1, x2 = xd.chunk(2, dim=-1)
+        out = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+    elif style == "gptj":
+        x1, x2 = xd[..., 0::2], xd[..., 1::2]
+        out = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+    else:
+        raise ValueError(f"unknown style {style!r}")
+    return out.to(x.dtype)
+
+
+def reference(q, k, positions, cos_cache, sin_cache, *, style):
+    c, s = cos_cache[positions], sin_cache[positions]
+    return _rotate64(q, c, s, style), _rotate64(k, c, s, style)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def baseline(q, k, positions, cos_cache, sin_cache, *, style):
+    # The standard PyTorch expressions (HF rotate_half for NeoX; even/odd pairs for GPT-J), fp32 math, bf16 out.
+    c = cos_cache[positions][:, None, :]
+    s = sin_cache[positions][:, None, :]
+    if style == "neox":
+        c2, s2 = torch.cat((c, c), dim=-1), torch.cat((s, s), dim=-1)
+        return ((q * c2 + _rotate_half(q) * s2).to(q.dtype), (k * c2 + _rotate_half(k) * s2).to(k.dtype))
+    outs = []
+    for x in (q, k):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        outs.append(torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).flatten(-2).to(x.dtype))
+    return tuple(outs)

@@ -1,0 +1,41 @@
+"""swiglu: exact semantics (float64), the PyTorch baseline, and the seeded input maker."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# "normal": the gate_up projection output x ~ N(0,1).
+# "outliers": x ~ N(0, 2^2) with ~1% of the entries 10-30x larger (massive activations of real MLPs), so h spans
+# several binades and silu runs deep into both regimes (identity for large g, ~0 for very negative g).
+# "saturated": gates uniform in [-40, 40], where exp(-g) overflows fp16 and underflows in the other tail; a
+# kernel that computes exp(-g) in low precision or without guarding the overflow gets NaN/0 instead of h.
+DISTRIBUTIONS = ("normal", "outliers", "saturated")
+
+
+def make_inputs(params, shapes, dtypes, *, generator, device, dist):
+    T, two_i = shapes["x"]
+    f32 = dict(generator=generator, device=device, dtype=torch.float32)
+    x = torch.randn(T, two_i, **f32)
+    if dist == "outliers":
+        x = 2.0 * x
+        hot = torch.rand(T, two_i, **f32) < 0.01
+        x = torch.where(hot, x * (5.0 + 10.0 * torch.rand(T, two_i, **f32)), x)
+    elif dist == "saturated":
+        half = two_i // 2
+        x[:, :half] = 80.0 * torch.rand(T, half, **f32) - 40.0
+    elif dist != "normal":
+        raise ValueError(f"unknown distribution {dist!r}")
+    return (x.to(dtypes["x"]),)
+
+
+def reference(x):
+    inter = x.shape[1] // 2
+    g, u = x[:, :inter].double(), x[:, inter:].double()
+    return (F.silu(g) * u).to(x.dtype)
+
+
+def baseline(x):
+    # Eager PyTorch: silu on the gate half, then the product (two kernels, silu(g) materialized in bf16).
+    inter = x.shape[1] // 2
+    return F.silu(x[:, :inter]) * x[:, inter:]
