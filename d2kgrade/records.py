@@ -6,7 +6,7 @@ sides import only this module and :mod:`d2kgrade.schema`. Every record carries `
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -100,6 +100,16 @@ class WorkloadResult(Record):
     """Lowest possible time from the task's cost model and this GPU's measured ceilings."""
     roofline_fraction: float | None = None
     """floor / submission median (1.0 = at the roofline)."""
+    hidden: bool = False
+    """The per-run hidden workload (correctness only, never timed)."""
+    host_ms: float | None = None
+    """Host wall-clock time per call of back-to-back launches: the cross-check for work the CUDA events miss."""
+    checked_calls: int = 0
+    """Calls whose outputs were checked beyond the correctness trials (every timed call, or the CPU rotation)."""
+    compile_warmup_s: float | None = None
+    """Seconds the first torch.compile call of the baseline took (compilation), not part of ``compiled``."""
+    wall_s: float = 0.0
+    """Evaluator wall time spent on this workload with the submission loaded (trials, timing, checks)."""
 
 
 class Environment(Record):
@@ -150,5 +160,7 @@ class EvalResult(Record):
     """Hash of the per-run secret seed (the seed itself is never written where a submission could read it)."""
     wall_s: float = 0.0
     """Wall time of the whole evaluation."""
+    ceilings: dict[str, Any] | None = None
+    """This GPU's measured ceilings the roofline floors used (copy bandwidth, matmul rates, MUFU rate)."""
     log: str = ""
     """What the submission printed (trimmed); never parsed."""

@@ -250,10 +250,12 @@ class RunStore:
                  json.dumps(env, sort_keys=True), suite_version, planned))
             return int(cur.lastrowid or 0)
 
-    def end_session(self, session_id: int, *, episodes_run: int, status: str) -> None:
+    def end_session(self, session_id: int, *, status: str) -> None:
+        """Close a session: its end time, status and the number of episodes it ended."""
         with self.transaction() as con:
+            n = con.execute("SELECT COUNT(*) FROM episodes WHERE session_id=?", (session_id,)).fetchone()[0]
             con.execute("UPDATE sessions SET ended_at=?, episodes_run=?, status=? WHERE session_id=?",
-                        (now_iso(), episodes_run, status, session_id))
+                        (now_iso(), n, status, session_id))
 
     # ------------------------------------------------------------------ episodes
 
@@ -315,7 +317,8 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     """Load a run directory's store into pandas DataFrames, one per table.
 
     Returns ``runs``, ``sessions``, ``episodes``, ``workloads``, ``turns``, ``tool_calls``, ``kernel_versions`` and
-    ``evaluations``. ``correct``/``ok`` columns are bool; float columns hold NaN where unknown.
+    ``evaluations``. ``correct``/``ok`` columns are bool; float columns hold NaN where unknown; text columns hold
+    None where unknown (``kernel_path`` of an episode without submission).
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``results.sqlite``.
@@ -334,6 +337,9 @@ def load_run(run_dir: Path) -> dict[str, Any]:
                 df[col] = df[col].astype(bool)
             for col in _FLOAT_COLUMNS.get(table, ()):
                 df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+            for col in df.columns:  # text columns: None where missing (pandas 3 would say NaN), as documented
+                if not pd.api.types.is_numeric_dtype(df[col]) and not pd.api.types.is_bool_dtype(df[col]):
+                    df[col] = df[col].astype(object).where(df[col].notna(), None)
             out[table] = df
         return out
     finally:

@@ -34,8 +34,8 @@ select narrow split split_with_sizes chunk unbind detach alias set_ resize_ item
 record_stream cat stack pad constant_pad_nd view_as type_as is_nonzero resolve_conj resolve_neg result_type arange
 _has_compatible_shallow_copy_type data_ptr size stride numel dim is_contiguous _unsafe_index empty_like_ contiguous_
 lift_fresh_copy _nested_tensor_from_mask_left_aligned scalar_tensor _to_dense to_dense movedim swapaxes
-""".split())
-"""ATen ops that move or allocate data without computing the task."""
+""".split()) | {"copy", "fill", "zero", "set", "resize", "empty_like", "contiguous"}
+"""ATen ops that move or allocate data without computing the task (names without leading/trailing ``_``)."""
 
 LIBRARY_KERNEL = re.compile(r"gemm|cublas|cudnn|cutlass|nvjet|xmma|flash|fmha|softmax|SoftMax|gemv|splitK|sm90_|"
                             r"sm80_|ampere_|hopper_|cunn_|layer_norm|LayerNorm|rms_norm|scaled_dot|attention|"
@@ -109,7 +109,7 @@ def judge(summary: dict[str, Any], *, own_names: list[str], forbidden_ops: list[
         if base in forbidden or any(base.endswith("_" + f) for f in forbidden):
             flags.append(Flag(code="profile.forbidden_op", message=f"{op} ran during the call{where}: the task's own "
                               "PyTorch op did the work"))
-        elif base not in MOVEMENT_OPS and numel >= DATA_FRACTION * max(data_numel, 1):
+        elif base not in MOVEMENT_OPS and base.rstrip("_") not in MOVEMENT_OPS and numel >= DATA_FRACTION * max(data_numel, 1):
             flags.append(Flag(code="profile.torch_compute", message=f"{op} ran on {numel} elements during the "
                               f"call{where}: PyTorch computed the result, not the submission's kernels"))
     if device == "cpu":

@@ -36,6 +36,7 @@ from d2kgrade.suite import Suite
 from runner.agent.config import RunConfig, merge_for_resume
 from runner.agent.episode import EpisodeSpec
 from runner.agent.prompts import gpu_ceilings
+from runner.agent.recorder import LocalSink
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,10 @@ def plan_reference(config: RunConfig, run_id: str, suite: Suite, device: str) ->
     return out
 
 
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
 def plan_replay(config: RunConfig, run_id: str) -> list[EpisodeSpec]:
     """Every episode of the replayed run (of the chosen tasks), with its final submission."""
     src = Path(config.from_run or "")
@@ -202,7 +207,7 @@ def plan_replay(config: RunConfig, run_id: str) -> list[EpisodeSpec]:
         out.append(EpisodeSpec(run_id=run_id, episode_id=r["episode_id"], agent="replay", model=r["model"],
                                task=r["task"], arm=r["arm"], guidance=r["guidance"], seed=int(r["seed"]),
                                eval_seed=eval_seed(run_id, r["task"], int(r["seed"])), source_run=str(src),
-                               source_kernel=r["kernel_path"] or None, source_design_note=r["design_note_path"] or None,
+                               source_kernel=_text(r["kernel_path"]), source_design_note=_text(r["design_note_path"]),
                                source_status=r["status"]))
     return out
 
@@ -210,12 +215,22 @@ def plan_replay(config: RunConfig, run_id: str) -> list[EpisodeSpec]:
 # ---------------------------------------------------------------------- the run
 
 
-def _check_task_versions(store: RunStore, stored: dict[str, str], now: dict[str, str]) -> None:
-    done_tasks = {eid.split(".", 1)[0] for eid in store.episode_statuses()}
+def _check_task_versions(store: RunStore, stored: dict[str, str], now: dict[str, str], *, agent: str) -> None:
+    """Refuse to mix episodes of a task whose files changed; a reference run redoes that task's episodes."""
+    statuses = store.episode_statuses()
+    done_tasks = {eid.split(".", 1)[0] for eid in statuses}
     changed = sorted(t for t in now if t in stored and stored[t] != now[t] and t in done_tasks)
-    if changed:
-        raise UserError(f"the files of task(s) {changed} changed since this run's episodes of them ran (tasks/ or "
-                        "references/ differ), so new episodes would not be comparable; use a new --out")
+    if not changed:
+        return
+    if agent == "reference":  # a validation of the suite: stale results are redone, not kept
+        sink = LocalSink(store)
+        for eid in statuses:
+            if eid.split(".", 1)[0] in changed:
+                sink.reset_episode(eid)
+        log.warning("task(s) %s changed since their reference episodes ran; running them again", changed)
+        return
+    raise UserError(f"the files of task(s) {changed} changed since this run's episodes of them ran (tasks/ or "
+                    "references/ differ), so new episodes would not be comparable; use a new --out")
 
 
 def run(config: RunConfig, out: Path, *, suite_root: Path, argv: list[str] | None = None,
@@ -237,6 +252,11 @@ def run(config: RunConfig, out: Path, *, suite_root: Path, argv: list[str] | Non
     else:
         tasks = suite.resolve_ids(config.tasks)
     config = config.model_copy(update={"tasks": tasks, "device": device})
+    if config.agent == "llm":
+        unevaluable = [t for t in tasks if not suite.reference_py(t).is_file()]
+        if unevaluable:
+            raise UserError(f"task(s) {unevaluable} have no reference.py yet, so no kernel for them can be "
+                            "evaluated; choose other --tasks")
     api_key = api_key or api_key_from_env()
     if config.agent == "llm" and not api_key:
         raise UserError("no API key: set D2KGRADE_API_KEY or OPENAI_API_KEY (any value for a local server "
@@ -250,7 +270,7 @@ def run(config: RunConfig, out: Path, *, suite_root: Path, argv: list[str] | Non
     if existing is not None:
         merged = merge_for_resume(json.loads(existing["config_json"]), config)
         stored_tv = json.loads(existing["task_versions_json"])
-        _check_task_versions(store, stored_tv, tv)
+        _check_task_versions(store, stored_tv, tv, agent=config.agent)
         run_id = existing["run_id"]
         tv = {**stored_tv, **tv}
     else:
@@ -293,5 +313,5 @@ def run(config: RunConfig, out: Path, *, suite_root: Path, argv: list[str] | Non
             rows = run_local(todo, ctx)
         status = "interrupted" if ctx.cancel.is_set() else "completed"
     finally:
-        store.end_session(session, episodes_run=len(rows), status=status)
+        store.end_session(session, status=status)
     return RunResult(out, run_id, merged, len(plan), len(plan) - len(todo), rows, interrupted=status != "completed")

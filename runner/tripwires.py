@@ -178,7 +178,7 @@ class _Walker(ast.NodeVisitor):
 
     def flag(self, rule: str, node: ast.AST, what: str) -> None:
         line = getattr(node, "lineno", None)
-        key = (rule, line or 0, what)
+        key = (rule, line or 0, "")  # one flag per rule and line
         if key in self._seen:
             return
         self._seen.add(key)
@@ -334,7 +334,11 @@ class _Walker(ast.NodeVisitor):
             self._check_dotted(dotted, node)
             if BANNED_CALLS.get(dotted) in ("process_exit", "frame_walk", "subprocess"):
                 self.flag(BANNED_CALLS[dotted], node, f"uses {dotted}")
+            if not self.in_jit and dotted in self.forbidden_dotted:
+                self.flag("forbidden_op", node, f"uses {dotted}")
             return  # the chain is resolved as a whole; its prefixes are not separate uses
+        if not self.in_jit and node.attr in self.forbidden_methods:
+            self.flag("forbidden_op", node, f"uses the tensor method .{node.attr}")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:

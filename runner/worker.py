@@ -29,7 +29,7 @@ from runner.sandbox import ChannelWriter, apply_limits, read_all
 
 PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d2kgrade.schema", "d2kgrade.records",
            "runner.compare", "runner.direct", "runner.inputs", "runner.loading", "runner.integrity", "runner.timing",
-           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler")
+           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler", "torch._dynamo")
 
 
 # --------------------------------------------------------------------------------------------- entry points
@@ -167,6 +167,8 @@ class Job:
         if cuda:
             torch.cuda.set_device(self.device)
             torch.cuda.init()
+        else:
+            torch.set_num_threads(1)  # see runner.sandbox._device_env
         self.chan.send("ready", environment=_environment(self.device))
         self.task = Task.model_validate(cfg["task"])
         self.ref = load_module(Path(cfg["reference_py"]), prefix="d2k_ref")
@@ -222,6 +224,7 @@ class Job:
         os.chmod(path, 0o400)
         self.source_file = str(path.resolve())
         self.launches = _LaunchCounter(self.source_file) if self.device.type == "cpu" else None
+        _warm_up(self.device)
         self.guard = Guard(harness_objects(self.ref, interpreter=self.device.type == "cpu"))
         self.chan.send("import_start")
         t0 = time.perf_counter()
@@ -242,6 +245,7 @@ class Job:
             self.chan.send("import_error", status="compile_error", message="the file defines no callable kernel(...)")
             raise Stop
         self.kernel = kernel
+        self._freeze_state()
         self.chan.send("imported", seconds=time.perf_counter() - t0)
 
     # ------------------------------------------------------------------------------------- checks
@@ -249,8 +253,20 @@ class Job:
     def _flag(self, code: str, message: str, workload: str | None = None) -> None:
         self.chan.send("flag", code=code, message=message, workload=workload)
 
+    def _freeze_state(self) -> None:
+        """Remember what this job object holds: a frame walker could swap the reference module, the kernel or the
+        task (its tolerances) on the instance, which the module-level guard does not see."""
+        self._state = {k: id(v) for k, v in vars(self).items() if k != "_state"}
+        self._task_json = self.task.model_dump_json()
+
     def _check_guard(self, where: str, workload: str | None = None) -> None:
         bad = self.guard.violations()
+        state = getattr(self, "_state", None)
+        if state is not None:
+            now = {k: id(v) for k, v in vars(self).items() if k not in ("_state", "_task_json")}
+            if now != {k: v for k, v in state.items() if k != "_task_json"} or (
+                    self.task.model_dump_json() != self._task_json):
+                bad = [*bad, "the evaluator's own state (reference, kernel, task or tolerances) was changed"]
         if bad:
             self._flag("harness_patched", f"after {where}: " + "; ".join(bad[:6]), workload)
             raise Stop
@@ -346,12 +362,18 @@ class Job:
 
     def _trial(self, spec: Any, wl: str, index: int, dist: str, originals: tuple[Any, ...],
                given: tuple[Any, ...]) -> bool | None:
-        from runner.trials import poison, same_bits, sponge
+        from runner.trials import digest, poison, same_bits, sponge
 
+        key = self.seed ^ index
+        before = digest(originals, key)
         sponge(self.device)
         out = self._call(given, spec.scalars, wl, f"trial {index} ({dist})")
         if out is None:
             return None
+        if digest(originals, key) != before:
+            self._flag("harness_patched", f"trial {index} ({dist}): the evaluator's private copy of the inputs "
+                       "changed during the call (frame walking)", wl)
+            raise Stop
         outs = self._outputs_ok(out, wl)
         mutated = [t.name for t, g, o in zip(self.task.inputs, given, originals, strict=True) if not same_bits(g, o)]
         if mutated:
@@ -555,6 +577,17 @@ class Job:
 
 
 # --------------------------------------------------------------------------------------------- helpers
+
+
+def _warm_up(device: Any) -> None:
+    """Run once what rebinds torch attributes lazily, so the guard's snapshot sees the settled state: importing
+    torch._dynamo (the profiler does) wraps ``torch.manual_seed`` and friends."""
+    import torch
+    import torch._dynamo  # noqa: F401
+
+    from runner.profile_proof import profile_call
+
+    profile_call(lambda: torch.ones(8, device=device).add_(1).sum(), device)
 
 
 def _numel(shape: tuple[int, ...] | list[int]) -> int:

@@ -73,7 +73,7 @@ def _task_level(property_id: str) -> tuple[str, str]:
     return (m.group("task"), m.group("level")) if m else ("", "")
 
 
-def _finish(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def finish_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in ("item_id", "property_id", "rater_id", "rater_kind", "evidence", "task", "level"):
         df[col] = df[col].astype(object).where(df[col].notna(), "")
@@ -85,7 +85,7 @@ def _finish(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def _check_duplicates(df: pd.DataFrame, source: str) -> None:
+def check_duplicates(df: pd.DataFrame, source: str) -> None:
     dup = df.duplicated(subset=["item_id", "property_id", "rater_id"], keep=False)
     if dup.any():
         r = df[dup].iloc[0]
@@ -218,8 +218,8 @@ def read_ratings(paths: list[Path]) -> pd.DataFrame:
         rows = grades_to_rows(p) if _looks_like_grades(p) else table_to_rows(p)
         if not rows:
             raise UserError(f"{p}: holds no ratings")
-        df = _finish(rows)
-        _check_duplicates(df, str(p))
+        df = finish_table(rows)
+        check_duplicates(df, str(p))
         df["_source"] = p.stem
         frames.append(df)
     owners: dict[str, set[str]] = {}
@@ -230,7 +230,7 @@ def read_ratings(paths: list[Path]) -> pd.DataFrame:
         shared = df["rater_id"].map(lambda r: len(owners[r]) > 1)
         df.loc[shared, "rater_id"] = df.loc[shared, "rater_id"] + "@" + df.loc[shared, "_source"]
     out = pd.concat(frames, ignore_index=True).drop(columns=["_source"])
-    _check_duplicates(out, ", ".join(str(p) for p in paths))
+    check_duplicates(out, ", ".join(str(p) for p in paths))
     # score rows written by people carry no task: take it from the item's property rows
     task_of = out[out["task"] != ""].groupby("item_id")["task"].first()
     blank = out["task"] == ""
@@ -240,8 +240,9 @@ def read_ratings(paths: list[Path]) -> pd.DataFrame:
 
 def write_ratings(df: pd.DataFrame, path: Path) -> None:
     """Write the long table as CSV (values: 1, 0, empty; scores as numbers)."""
-    out = df[list(COLUMNS)].copy()
-    out.to_csv(path, index=False)
+    from d2kgrade.io import atomic_write_text
+
+    atomic_write_text(path, df[list(COLUMNS)].to_csv(index=False))
 
 
 def add_derived_scores(df: pd.DataFrame, rubrics: dict[str, Rubric]) -> pd.DataFrame:
@@ -269,4 +270,4 @@ def add_derived_scores(df: pd.DataFrame, rubrics: dict[str, Rubric]) -> pd.DataF
                      "value": score, "evidence": "derived from the property ratings", "task": task, "level": ""})
     if not rows:
         return df
-    return pd.concat([df, _finish(rows)], ignore_index=True)
+    return pd.concat([df, finish_table(rows)], ignore_index=True)

@@ -240,7 +240,8 @@ def self_consistency(df: pd.DataFrame, cfg: AgreementConfig) -> list[Consistency
             ms = boot.sums(nominal.multi_unit_sums(ones, zeros, k))
             out.append(Consistency(
                 rater_id=str(rater), scope=scope, scope_id=str(sid), n_units=len(gg),
-                unanimous=_f(np.mean((ones == 0) | (zeros == 0))), majority_share=_f(np.mean(np.maximum(ones, zeros) / m)),
+                unanimous=_f(np.mean((ones == 0) | (zeros == 0))),
+                majority_share=_f(np.mean(np.maximum(ones, zeros) / m)),
                 fleiss_kappa=boot.stat(ms, lambda s, k=k: nominal.multi_stats(s, k)["fleiss"], "kappa"),
                 krippendorff_alpha=boot.stat(ms, lambda s, k=k: nominal.multi_stats(s, k)["alpha"], "alpha")))
     return out

@@ -15,8 +15,9 @@ from rich.table import Table
 
 from d2kgrade.cli._common import console, err_console, open_suite, print_json
 from d2kgrade.errors import UserError
+from d2kgrade.schema import Rubric, Task
 
-CODE_SUFFIXES = (".py", ".cu", ".cuh", ".cpp")
+CODE_SUFFIXES = (".py", ".cu", ".cuh")  # as the static judge's directory expansion
 _MARK = {"present": "[green]present[/green]", "absent": "[red]absent[/red]", "unknown": "[yellow]unknown[/yellow]"}
 
 
@@ -30,7 +31,7 @@ def expand_files(files: list[Path]) -> list[Path]:
                 raise UserError(f"{f}: no kernel files ({', '.join(CODE_SUFFIXES)}) in this directory")
             out += found
         elif not f.exists():
-            raise UserError(f"{f}: no such file")
+            raise UserError(f"{f}: no such file or directory")
         else:
             out.append(f)
     return out
@@ -47,12 +48,12 @@ def _verdict(side: dict[str, Any] | None) -> str:
     return text
 
 
-def _evidence(*sides: dict[str, Any] | None) -> str:
-    for side in sides:
-        if side and side.get("evidence"):
-            e = side["evidence"][0]
-            first = e["code"].strip().splitlines()[0][:60] if e["code"].strip() else ""
-            return f"{e['start_line']}-{e['end_line']}: {first}"
+def _evidence(side: dict[str, Any] | None) -> str:
+    """The first evidence of the verdict shown (the combined one, else the judge's), never the loser's."""
+    if side and side.get("evidence"):
+        e = side["evidence"][0]
+        first = e["code"].strip().splitlines()[0][:60] if e["code"].strip() else ""
+        return f"{e['start_line']}-{e['end_line']}: {first}"
     return ""
 
 
@@ -65,7 +66,7 @@ def render(result: dict[str, Any]) -> None:
         table.add_column(col, overflow="fold")
     for p in result["properties"]:
         table.add_row(p["id"].split(".", 1)[1], p["level"], _verdict(p["static"]), _verdict(p["judge"]),
-                      _verdict(p["combined"]), _evidence(p["combined"], p["judge"], p["static"]))
+                      _verdict(p["combined"]), _evidence(p["combined"] if p["combined"] is not None else p["judge"]))
     console.print(table)
     if result["error"]:
         console.print(f"[yellow]not judged:[/yellow] {result['error']}")
@@ -77,26 +78,33 @@ def _usage_line(u: Any) -> str:
             f"{u.failures} failed, {u.tokens_in} tokens in / {u.tokens_out} out{cost}")
 
 
-def run_llm_judge(*, judge: str, files: list[Path], proposals: list[Path], rubric_path: Path | None,
-                  task_id: str | None, model: str | None, base_url: str | None, samples: int, cache: Path | None,
-                  no_cache: bool, concurrency: int, price_table: Path | None, out: Path | None, as_json: bool,
-                  gating: bool, batch_level: bool, timeout: float, run_dir: Path | None, suite: Path | None) -> None:
-    """Parse-free body of ``d2kgrade judge --judge llm|combined``: resolve everything, judge, render."""
+def run_llm_judge(*, judge: str, rubric: Rubric | None, task: Task | None, files: list[Path],
+                  proposals: list[Path], model: str | None, base_url: str | None, samples: int,
+                  cache: Path | None, no_cache: bool, concurrency: int, price_table: Path | None, out: Path | None,
+                  as_json: bool, gating: bool, batch_level: bool, timeout: float, run_dir: Path | None,
+                  suite: Path | None) -> None:
+    """The body of ``d2kgrade judge --judge llm|combined`` once options are parsed: judge, then render.
+
+    ``rubric`` and ``task`` come from ``--rubric``/``--task`` (None with ``--run``, where each episode's task
+    picks its rubric).
+    """
     from d2kgrade.judge.cache import JudgeCache
     from d2kgrade.judge.settings import JudgeConfig, default_cache_path, resolve_api_key, resolve_base_url
     from d2kgrade.judge.usage import load_price_table
-    from d2kgrade.suite import load_rubric_file
 
     if judge not in ("llm", "combined"):
         raise UserError(f"--judge must be static, llm or combined, got {judge!r}")
-    if not model:
-        model = os.environ.get("D2KGRADE_JUDGE_MODEL")
-    if not model:
-        raise UserError(f"--judge {judge} needs --model NAME (or D2KGRADE_JUDGE_MODEL)")
+    if run_dir is not None and (files or proposals or out is not None):
+        raise UserError("--run judges a whole run into RUN_DIR/grades.jsonl: give no files, --proposal or --out")
     if run_dir is None and not files and not proposals:
         raise UserError("nothing to judge: give kernel files, --proposal NOTE.md, or --run RUN_DIR")
-    if run_dir is not None and (files or proposals or rubric_path or task_id):
-        raise UserError("--run judges a whole run: give no files, --proposal, --rubric or --task with it")
+    model = model or os.environ.get("D2KGRADE_JUDGE_MODEL")
+    if not model:
+        raise UserError(f"--judge {judge} needs --model NAME (or D2KGRADE_JUDGE_MODEL)")
+    for p in proposals:
+        if not p.is_file():
+            raise UserError(f"{p}: no such design note")
+    code_files = expand_files(files)
     config = JudgeConfig(model=model, api_key=resolve_api_key(), base_url=resolve_base_url(base_url),
                          samples=samples, concurrency=concurrency, timeout=timeout,
                          batch="level" if batch_level else "property")
@@ -119,17 +127,9 @@ def run_llm_judge(*, judge: str, files: list[Path], proposals: list[Path], rubri
         else:
             from d2kgrade.judge.run import JudgeItem, judge_files
 
-            s = open_suite(suite) if (task_id or gating) else None
-            if task_id:
-                assert s is not None
-                rubric, task = s.load_rubric(task_id), s.load_task(task_id)
-            elif rubric_path:
-                rubric = load_rubric_file(rubric_path)
-                task = s.load_task(rubric.task) if s is not None else None
-            else:
+            if rubric is None:
                 raise UserError("pass --task ID or --rubric FILE to pick the rubric")
-            items = [JudgeItem(f) for f in expand_files(files)]
-            items += [JudgeItem(p, kind="proposal") for p in expand_files(proposals)]
+            items = [JudgeItem(f) for f in code_files] + [JudgeItem(p, kind="proposal") for p in proposals]
             run = judge_files(rubric, items, config, mode=mode, task=task, gating=gating, cache=judge_cache,
                               prices=prices, out=out, progress=advance)
     if run_dir is not None:

@@ -1,4 +1,4 @@
-"""``d2kgrade judge``: grade kernel files against a task's rubric (static analysis; the LLM judge plugs in here).
+"""``d2kgrade judge``: grade kernel files against a task's rubric (static analysis, the LLM judge, or both).
 
 The static path is :func:`judge_static`, which the ``llm``/``combined`` judges can call for the static half.
 """
@@ -87,20 +87,52 @@ def render_grade(fg: FileGrade) -> None:
 
 
 def judge(
-    files: list[Path] = typer.Argument(..., help="Kernel files, or directories (every *.py, *.cu, *.cuh under them)."),
+    files: list[Path] = typer.Argument(None, help="Kernel files, or directories (every *.py, *.cu, *.cuh under them).",
+                                       show_default=False),
     rubric: Path = typer.Option(None, "--rubric", help="Rubric file (rubrics/<id>.yaml).", show_default=False),
     task_id: str = typer.Option(None, "--task", help="Task id: use the suite's rubric for it.", show_default=False),
-    judge_kind: str = typer.Option("static", "--judge", help="Which rater: static (this build) | llm | combined."),
+    judge_kind: str = typer.Option("static", "--judge", help="Which rater: static | llm | combined."),
     as_json: bool = JsonOption,
     suite: Path = SuiteOption,
     gating: bool = typer.Option(False, "--gating", help="Count a property only when what it depends on is present."),
+    # --judge llm | combined (d2kgrade.cli._judge_llm, docs/scoring.md)
+    model: str = typer.Option(None, "--model", help="Judge model (llm/combined). Env: D2KGRADE_JUDGE_MODEL.",
+                              show_default=False),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint. Env: D2KGRADE_BASE_URL, "
+                                 "OPENAI_BASE_URL. Key: D2KGRADE_API_KEY or OPENAI_API_KEY.", show_default=False),
+    samples: int = typer.Option(3, "--samples", help="Judge samples per property, majority-voted."),
+    proposal: list[Path] = typer.Option(None, "--proposal", help="Design note(s) to grade for what they commit to.",
+                                        show_default=False),
+    cache: Path = typer.Option(None, "--cache", help="Judge answer cache, SQLite (default "
+                               "~/.cache/d2kgrade/judge.sqlite).", show_default=False),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the judge cache."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Judge requests in flight."),
+    price_table: Path = typer.Option(None, "--price-table", help="YAML/JSON: model -> {input, output} $ per 1M "
+                                     "tokens; adds the cost to the report.", show_default=False),
+    out: Path = typer.Option(None, "--out", help="Append each file's grades (static, llm, combined) to this JSONL "
+                             "file as soon as it is judged.", show_default=False),
+    batch_level: bool = typer.Option(False, "--batch-level", help="One judge request per level, not per property."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per judge request before it is retried."),
+    run_dir: Path = typer.Option(None, "--run", help="Judge every episode's kernel and design note of a run into "
+                                 "RUN_DIR/grades.jsonl.", show_default=False),
 ) -> None:
     """Grade kernels: per property the verdict, confidence and evidence, then the 0-100 score per file."""
     if judge_kind not in JUDGES:
         raise UserError(f"--judge must be one of {', '.join(JUDGES)}, got {judge_kind!r}")
-    r, task = resolve_rubric(rubric, task_id, suite, need_task=gating)
     if judge_kind != "static":
-        raise UserError(f"--judge {judge_kind} is not available in this build")
+        from d2kgrade.cli._judge_llm import run_llm_judge
+
+        r, task = (None, None) if run_dir is not None else resolve_rubric(rubric, task_id, suite, need_task=gating)
+        run_llm_judge(judge=judge_kind, rubric=r, task=task, files=files or [], proposals=proposal or [],
+                      model=model, base_url=base_url, samples=samples, cache=cache, no_cache=no_cache,
+                      concurrency=concurrency, price_table=price_table, out=out, as_json=as_json, gating=gating,
+                      batch_level=batch_level, timeout=timeout, run_dir=run_dir, suite=suite)
+        return
+    if proposal or run_dir is not None:
+        raise UserError("--proposal and --run need --judge llm or combined (static analysis reads code only)")
+    if not files:
+        raise UserError("give kernel files or directories to grade")
+    r, task = resolve_rubric(rubric, task_id, suite, need_task=gating)
     grades = judge_static(r, files, task=task, gating=gating)
     if as_json:
         print_json([g.model_dump(mode="json") for g in grades])

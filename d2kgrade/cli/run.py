@@ -6,7 +6,6 @@ stays light.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -32,7 +31,7 @@ def _split(values: list[str] | None) -> list[str] | None:
 def summarize(run_dir: Path) -> list[dict[str, Any]]:
     """One row per (model, arm, guidance) of the run: episodes, statuses, correct, turns, tokens, cost."""
     eps = load_run(run_dir)["episodes"]
-    rows = []
+    rows: list[dict[str, Any]] = []
     if eps.empty:
         return rows
     for (model, arm, guidance), g in eps.groupby(["model", "arm", "guidance"], dropna=False, sort=True):
@@ -47,22 +46,25 @@ def summarize(run_dir: Path) -> list[dict[str, Any]]:
 
 def _print_summary(run_dir: Path, agent: str) -> list[dict[str, Any]]:
     eps = load_run(run_dir)["episodes"]
-    if agent == "reference":
-        table = Table(title=f"expert kernels in {run_dir}")
-        for col in ("episode", "final status", "correct", "message"):
-            table.add_column(col)
-        for r in eps.sort_values("episode_id").to_dict("records"):
-            mark = "[green]yes[/green]" if r["correct"] else "[red]no[/red]"
-            table.add_row(r["episode_id"], str(r["final_status"]), mark, str(r["message"] or "")[:90])
-        console.print(table)
     rows = summarize(run_dir)
+    if agent == "reference":
+        table = Table(title=f"expert kernels ({run_dir})")
+        table.add_column("episode", no_wrap=True)
+        table.add_column("final status", no_wrap=True)
+        table.add_column("why not passed")
+        for r in eps.sort_values("episode_id").to_dict("records"):
+            status = f"[green]{r['final_status']}[/green]" if r["correct"] else f"[red]{r['final_status']}[/red]"
+            table.add_row(r["episode_id"], status, "" if r["correct"] else str(r["message"] or "")[:300])
+        console.print(table)
+        console.print(f"{int(eps['correct'].sum())} of {len(eps)} expert kernels passed")
+        return rows
     table = Table(title=f"run {run_dir}: {len(eps)} episodes")
-    for col in ("model", "arm", "guidance", "episodes", "statuses", "correct", "mean turns", "tokens", "cost $"):
-        table.add_column(col)
+    for col in ("model", "arm", "guidance", "episodes", "correct", "statuses", "mean turns", "tokens", "cost $"):
+        table.add_column(col, no_wrap=col not in ("model", "statuses"))
     for r in rows:
-        table.add_row(str(r["model"]), r["arm"], r["guidance"], str(r["episodes"]),
-                      ", ".join(f"{k} {v}" for k, v in r["statuses"].items()), str(r["correct"]),
-                      str(r["mean_turns"]), str(r["tokens"]), "-" if r["cost_usd"] is None else f"{r['cost_usd']}")
+        table.add_row(str(r["model"]), r["arm"], r["guidance"], str(r["episodes"]), str(r["correct"]),
+                      ", ".join(f"{k} {v}" for k, v in r["statuses"].items()), str(r["mean_turns"]),
+                      str(r["tokens"]), "-" if r["cost_usd"] is None else f"{r['cost_usd']}")
     console.print(table)
     return rows
 
@@ -126,19 +128,20 @@ def run_command(
 
     if agent is None and model is not None:
         agent = "llm"
+    gpu_list = None
+    if gpus:
+        try:
+            gpu_list = [int(g) for g in _split([gpus]) or []]
+        except ValueError:
+            raise UserError(f"--gpus takes indices such as 0,1,2, got {gpus!r}") from None
     flags: dict[str, Any] = {
         "model": model, "base_url": base_url, "tasks": _split(tasks), "arms": arms, "guidance": guidance,
         "seeds": seeds, "max_turns": max_turns, "max_wall_min": max_wall, "max_tokens": max_tokens,
         "executor": executor, "address": address, "agent": agent,
-        "gpus": [int(g) for g in _split([gpus]) or []] if gpus else None,
+        "gpus": gpu_list,
         "from_run": str(from_run) if from_run else None, "device": device, "concurrency": concurrency,
         "tool_mode": tool_mode,
     }
-    if gpus:
-        try:
-            [int(g) for g in _split([gpus]) or []]
-        except ValueError:
-            raise UserError(f"--gpus takes indices such as 0,1,2, got {gpus!r}") from None
     config = resolve_config(config_file, flags)
     s = open_suite(suite)
     cancel = threading.Event()

@@ -36,7 +36,9 @@ def score_config(**kw: object):
     except ValidationError as exc:
         err = exc.errors()[0]
         opt = "--" + str(err["loc"][0]).replace("_", "-")
-        raise UserError(f"{opt}: {err['msg']} (got {err.get('input')!r})") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        got = "" if "got" in msg else f" (got {err.get('input')!r})"
+        raise UserError(f"{opt}: {msg}{got}") from None
 
 
 def render(result) -> None:

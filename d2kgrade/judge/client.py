@@ -84,6 +84,12 @@ class ChatClient:
                                      max_retries=0, timeout=config.timeout)
         self._level = 0  # index into FORMAT_LEVELS
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Send no more requests (an interrupted run): the next attempt of every worker fails at once, so the
+        process exits after the requests in flight instead of after all their retries."""
+        self._stopped.set()
 
     @property
     def format_level(self) -> str:
@@ -120,6 +126,8 @@ class ChatClient:
         oa = self._openai
         attempt = 0
         while True:
+            if self._stopped.is_set():
+                raise RequestFailed("the run was interrupted")
             level = self._level
             params = self._params(messages, schema_format, seed, level)
             self.usage.add(calls=1)

@@ -24,7 +24,7 @@ from d2kgrade.judge.cache import JudgeCache
 from d2kgrade.judge.client import ChatClient
 from d2kgrade.judge.fusion import fuse_file
 from d2kgrade.judge.prompts import template_hash
-from d2kgrade.judge.run import JudgeItem, Mode, judge_files
+from d2kgrade.judge.run import JudgeItem, Mode, judge_files, open_jsonl_for_append
 from d2kgrade.judge.settings import JudgeConfig
 from d2kgrade.judge.usage import PriceTable, Usage, UsageReport
 from d2kgrade.suite import Suite
@@ -67,15 +67,18 @@ def _done_keys(out: Path, model: str) -> set[tuple[str, str, str, int]]:
         if row.get("rater") in ("llm", "combined") and (llm_info.get("model") != model
                                                        or llm_info.get("template_hash") != template_hash()):
             continue
-        done.add((row.get("item", ""), row.get("kind", "code"), row.get("rater", ""), int(row.get("rubric_version", 0))))
+        done.add((row.get("item", ""), row.get("kind", "code"), row.get("rater", ""),
+                  int(row.get("rubric_version", 0))))
     return done
 
 
 def _absent(rubric: Any, path: str, kind: Any, item: str, why: str, task: Any, gating: bool,
-            config: JudgeConfig) -> FileGrade:
-    grades = [PropertyGrade(property_id=p.id, level=p.level, verdict="absent", confidence=1.0, rater="llm",
+            config: JudgeConfig, rater: Any = "llm") -> FileGrade:
+    grades = [PropertyGrade(property_id=p.id, level=p.level, verdict="absent", confidence=1.0, rater=rater,
                             reason=why) for p in rubric.properties if not p.deprecated]
-    fg = file_grade(rubric, path, "llm", grades, kind=kind, task=task, gating=gating, error=why, item=item)
+    fg = file_grade(rubric, path, rater, grades, kind=kind, task=task, gating=gating, error=why, item=item)
+    if rater != "llm":
+        return fg
     # the model never saw it, but the grade belongs to this judge's set (one line per item, kind and model)
     return fg.model_copy(update={"rater_info": {"model": config.model, "template_hash": template_hash(),
                                                 "no_document": True}})
@@ -113,14 +116,20 @@ def judge_run_dir(run_dir: Path, suite: Suite, config: JudgeConfig, *, mode: Mod
                         llm = _absent(rubric, str(rel or ""), kind, ep.episode_id, why, task, gating, config)
                         grades = [llm]
                         if mode == "combined":
-                            grades.append(fuse_file(rubric, None, llm, task=task, gating=gating))
-                        _append(out, grades)
+                            static = (_absent(rubric, str(rel or ""), kind, ep.episode_id, why, task, gating,
+                                              config, rater="static") if kind == "code" else None)
+                            grades += [static] if static else []
+                            grades.append(fuse_file(rubric, static, llm, task=task, gating=gating))
+                        _append(out, [g for g in grades
+                                      if (g.item, g.kind, g.rater, g.rubric_version) not in done])
                         continue
                     items.append(JudgeItem(run_dir / rel, kind=kind, item=ep.episode_id, display=rel))
             if not items:
                 continue
             res = judge_files(rubric, items, config, mode=mode, task=task, gating=gating, cache=cache,
-                              prices=prices, out=out, progress=progress, client=client, **judge_kw)
+                              prices=prices, out=out, progress=progress, client=client,
+                              out_filter=lambda fg: (fg.item, fg.kind, fg.rater, fg.rubric_version) not in done,
+                              **judge_kw)
             report.judged += len(items)
             for r in res.results:
                 for fg in r.grades():
@@ -133,7 +142,7 @@ def judge_run_dir(run_dir: Path, suite: Suite, config: JudgeConfig, *, mode: Mod
 
 
 def _append(out: Path, grades: list[FileGrade]) -> None:
-    with open(out, "a", encoding="utf-8") as fh:
+    with open_jsonl_for_append(out) as fh:
         for fg in grades:
             fh.write(fg.model_dump_json() + "\n")
         fh.flush()

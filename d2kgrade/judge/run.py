@@ -115,6 +115,22 @@ class JudgeRun:
                 "results": [r.to_json() for r in self.results]}
 
 
+def open_jsonl_for_append(path: Path) -> Any:
+    """Open a JSONL file for appending; a last line cut short by a killed run is ended first, so the next
+    record starts on its own line (readers skip the one broken line, not the good one after it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file() and path.stat().st_size:
+        with open(path, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            cut = fh.read(1) != b"\n"
+    else:
+        cut = False
+    fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+    if cut:
+        fh.write("\n")
+    return fh
+
+
 def static_backend() -> tuple[StaticGrader | None, FactsExtractor | None]:
     """``d2kgrade.static.grade_file`` and ``extract_facts`` where this build has them (None otherwise)."""
     try:
@@ -238,7 +254,8 @@ def judge_files(rubric: Rubric, items: list[JudgeItem], config: JudgeConfig, *, 
                 static_grader: StaticGrader | None = None, facts_extractor: FactsExtractor | None = None,
                 use_static_backend: bool = True, static_weight: float = 0.5,
                 progress: Callable[[int, int], None] | None = None,
-                client: ChatClient | None = None) -> JudgeRun:
+                client: ChatClient | None = None,
+                out_filter: Callable[[FileGrade], bool] | None = None) -> JudgeRun:
     """Judge ``items`` against ``rubric``.
 
     Args:
@@ -256,6 +273,7 @@ def judge_files(rubric: Rubric, items: list[JudgeItem], config: JudgeConfig, *, 
         static_weight: weight of static analysis in the fusion rule.
         progress: called with (units done, units total) after each unit.
         client: an existing client (its usage counters are reported).
+        out_filter: write to ``out`` only the grades it accepts (a run directory skips grades it already has).
 
     Raises:
         UserError: missing files, combined mode without static analysis, a refused key or unknown model.
@@ -310,14 +328,15 @@ def judge_files(rubric: Rubric, items: list[JudgeItem], config: JudgeConfig, *, 
                 doc.pending += 1
 
     total, done = len(units), 0
-    out_fh = open(out, "a", encoding="utf-8") if out is not None else None  # noqa: SIM115 (closed in finally)
+    out_fh = open_jsonl_for_append(out) if out is not None else None
     results: dict[int, FileResult] = {}
 
     def finish(idx: int) -> None:
         results[idx] = _assemble(rubric, docs[idx], groups, config, mode, task, gating, static_weight, base_info)
         if out_fh is not None:
             for fg in results[idx].grades():
-                out_fh.write(fg.model_dump_json() + "\n")
+                if out_filter is None or out_filter(fg):
+                    out_fh.write(fg.model_dump_json() + "\n")
             out_fh.flush()
             os.fsync(out_fh.fileno())
 
@@ -352,6 +371,7 @@ def judge_files(rubric: Rubric, items: list[JudgeItem], config: JudgeConfig, *, 
             record(todo[fut], fut.result(), cached=False)
     except BaseException:
         # Stop what has not started; answers in flight still land in the cache when they arrive.
+        client.stop()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     else:

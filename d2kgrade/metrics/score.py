@@ -121,9 +121,8 @@ def compare(tt: pd.DataFrame, model: str, treatment: str, metrics: list[Metric],
         mask = np.isfinite(b) & np.isfinite(t)
         if m.paired_on_correct:
             mask &= both_correct
-        bb, tt_ = base.assign(**{m.column: np.where(mask, b, np.nan)}), trt.assign(**{m.column: np.where(mask, t, np.nan)})
-        nb, db = _sums(bb, m, tasks)
-        nt, dt = _sums(tt_, m, tasks)
+        nb, db = _sums(base.assign(**{m.column: np.where(mask, b, np.nan)}), m, tasks)
+        nt, dt = _sums(trt.assign(**{m.column: np.where(mask, t, np.nan)}), m, tasks)
         pb = _finish(m, bootstrap.safe_div(np.array(nb.sum()), np.array(db.sum())))
         pt = _finish(m, bootstrap.safe_div(np.array(nt.sum()), np.array(dt.sum())))
         boot = (_finish(m, bootstrap.safe_div(bootstrap.resum(nt, idx), bootstrap.resum(dt, idx)))
@@ -163,9 +162,13 @@ def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[in
                 *(f"{r}_{lv}" for r in DESIGN_RATES for lv in LEVELS)]:
         if col not in ep.columns:
             ep[col] = np.nan
+    # the propose arm writes a design and no kernel: its performance is undefined, not zero
+    perf_cols = [c for c in perf.columns if c not in ("key", "n_timed", "has_reference")]
+    ep["correct"] = ep["correct"].astype(float)
+    ep.loc[ep["arm"] == "propose", perf_cols] = np.nan
 
     # what a reader must know
-    untimed = int((ep["correct"] & (ep["n_timed"] == 0)).sum())
+    untimed = int(((ep["correct"] == 1) & (ep["n_timed"] == 0)).sum())
     if untimed:
         warnings.append(f"{untimed} correct episode(s) have no timed workload (CPU run?): their Performance "
                         "Score, speedups and fast_p (p > 0) are undefined and left out")
@@ -180,7 +183,7 @@ def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[in
         warnings.append(f"no code grades by rater {cfg.rater!r}" + (f" (grades exist by: {', '.join(have)}; "
                         "choose one with --rater)" if have else " (no grades.jsonl)") +
                         ": implementation scores are undefined")
-    elif n_graded < int(ep["correct"].astype(bool).sum()):
+    elif n_graded < int((ep["arm"] != "propose").sum()):
         warnings.append(f"only {n_graded} of {len(ep)} episodes have a {cfg.rater} code grade; implementation "
                         "scores average the graded ones")
     if prater is not None and prater != (cfg.proposal_rater or cfg.rater):
@@ -192,11 +195,11 @@ def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[in
     groups = [(m, tt[tt["model"] == m]) for m in models] + ([(POOLED, tt)] if len(models) > 1 else [])
     arms, comparisons = [], []
     for model, g in groups:
-        for arm in sorted(g["arm"].unique(), key=_arm_order):
+        for arm in sorted(g["arm"].unique(), key=arm_order):
             n_eps = int(((ep["arm"] == arm) & ((ep["model"] == model) | (model == POOLED))).sum())
             arms.append(summarize_arm(g[g["arm"] == arm], model, arm, n_eps, metrics, cfg))
         if BASELINE_ARM in set(g["arm"]):
-            for arm in sorted(set(g["arm"]) - {BASELINE_ARM, "propose"}, key=_arm_order):
+            for arm in sorted(set(g["arm"]) - {BASELINE_ARM, "propose"}, key=arm_order):
                 comparisons.append(compare(g, model, arm, metrics, cfg))
 
     task_rows = [TaskRow(model=r["model"], arm=r["arm"], task=r["task"], n_seeds=int(r["n_seeds"]),
@@ -217,7 +220,7 @@ def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[in
                        tasks=task_rows, properties=prop_rows, reference_speedup=ref_speed, warnings=warnings)
 
 
-def _arm_order(arm: str) -> tuple[int, str]:
+def arm_order(arm: str) -> tuple[int, str]:
     order = {"unguided": 0, "guided-L1": 1, "guided-L1-L2": 2, "guided": 3, "propose": 4}
     return order.get(arm, 9), arm
 

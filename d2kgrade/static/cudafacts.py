@@ -175,15 +175,18 @@ class CudaLowerer:
         kind = "global" if "__global__" in quals else "device" if "__device__" in quals else "cpp"
         params: list[str] = []
         pointers: set[str] = set()
+        refs: set[str] = set()
         plist = decl.child_by_field_name("parameters")
         for p in (plist.children if plist is not None else []):
             if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
                 continue
             d = p.child_by_field_name("declarator")
-            is_ptr = False
+            is_ptr = is_ref = False
             while d is not None and d.type not in ("identifier",):
                 if d.type in ("pointer_declarator", "array_declarator"):
                     is_ptr = True
+                if d.type == "reference_declarator":
+                    is_ref = True
                 nxt = d.child_by_field_name("declarator")
                 if nxt is None:
                     ids = [c for c in d.children if c.type == "identifier"]
@@ -194,6 +197,8 @@ class CudaLowerer:
                 params.append(pname)
                 if is_ptr:
                     pointers.add(pname)
+                if is_ref:
+                    refs.add(pname)
         a, b = self.lines(n)
         key = "cu:" + name
         if key in self.facts.functions and self.facts.functions[key].lang == "cuda":
@@ -203,7 +208,7 @@ class CudaLowerer:
             if prev.assigns or prev.calls:  # overloads: keep the first definition, note the rest
                 key = f"cu:{name}@{a}"
         f = Function(key, name, "cuda", kind, params, a, b, constexprs=set(template_params),  # type: ignore[arg-type]
-                     pointer_params=pointers, source=self.source)
+                     pointer_params=pointers, ref_params=refs, source=self.source)
         lb = [c for c in n.children if c.type == "launch_bounds"]
         if lb:
             nums = [c for c in lb[0].children if c.type not in ("(", ")", ",", "__launch_bounds__")]
@@ -654,7 +659,8 @@ class CudaLowerer:
         if launch:
             cfg = [self.expr(c) for c in launch[0].named_children]
             la = Launch("cu:" + name.split("::")[-1], cfg[0] if cfg else None, args, {},
-                        self.f.key if self.f else "", a, b, block=cfg[1] if len(cfg) > 1 else None)
+                        self.f.key if self.f else "", a, b, block=cfg[1] if len(cfg) > 1 else None,
+                        template=re.sub(r"\s+", "", template))
             if self.f is not None:
                 self.f.launches.append(la)
             e = Expr("call", "launch", args, recv=Expr("name", name, line=a, end_line=a), line=a, end_line=b)
@@ -695,8 +701,17 @@ class CudaLowerer:
         return e
 
 
+# Attributes the CUDA grammar does not know; blanked (same length, so line numbers hold) before parsing.
+_UNSUPPORTED_ATTRS = re.compile(r"__(?:align|cluster_dims|maxnreg)__\s*\([^()]*\)")
+
+
+def _blank(m: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
 def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
     """Parse one CUDA source and add its functions and tokens to ``facts`` (errors to ``facts.errors``)."""
+    text = _UNSUPPORTED_ATTRS.sub(_blank, text)
     src = text.encode("utf-8", "replace")
     tree = _PARSER.parse(src)
     root = tree.root_node
@@ -750,5 +765,8 @@ def extract_cu(facts: Facts) -> None:
     facts.reachable = seen
     for k in launching:
         facts.launches.extend(funcs[k].launches)
+    from d2kgrade.static.inline import inline_kernels
+
+    inline_kernels(facts)
     if not roots:
         facts.notes.append("no __global__ function")

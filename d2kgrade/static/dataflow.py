@@ -11,12 +11,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop
+from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop, pos
 
 Env = dict[str, tuple[Expr, Function, Any]] | None
+Site = tuple[float, tuple[int, ...], tuple[Expr, ...]]
+"""Where a value is read: (position in execution order, enclosing loop ids, enclosing if-conditions)."""
+
+
+@dataclass
+class Taint:
+    """Tainted definitions (by ``id`` of their :class:`Assign`) and tainted names that have no definition in the
+    function (parameters bound to tainted arguments)."""
+
+    defs: set[int] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)
+
+    def has(self, fn: Function, name: str) -> bool:
+        """Is some definition of ``name`` tainted (anywhere)?"""
+        return name in self.names or any(id(d) in self.defs for d in fn.defs().get(name, []))
+
+
+def site_of(x: Assign | Call) -> Site:
+    """The read site of an assignment's value or a call's arguments."""
+    return (pos(x), x.loops, x.guards)
 
 REDUCTIONS = {"tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin", "tl.xor_sum"}
 LOADS = {"tl.load", "load", "__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv", "tl.atomic_add"}
@@ -56,6 +77,7 @@ class Flow:
         self._reducers: set[str] | None = None
         self._carried: dict[str, dict[int, dict[str, list[Assign]]]] = {}
         self._call_sites: dict[str, list[tuple[Expr, Function]]] | None = None
+        self._memory: dict[str, list[tuple[str, Call, set[str]]]] = {}
 
     # ------------------------------------------------------------------------------------------ resolution
 
@@ -113,14 +135,57 @@ class Flow:
         return [la for la in self.facts.launches if la.kernel == fn.key]
 
     def launch_arg(self, la: Launch, kernel: Function, param: str) -> Expr | None:
-        """The expression a launch passes for ``param`` (positional or keyword)."""
-        if param in la.kwargs:
-            return la.kwargs[param]
+        """The expression a launch passes for ``param`` (positional or keyword, through ``*args``/``**meta``)."""
+        caller = self.funcs.get(la.caller)
+        return self.bind_arg(la.args, la.kwargs, kernel, param, caller)
+
+    def _unpack(self, e: Expr, caller: Function | None, depth: int = 0) -> Expr | None:
+        """The tuple/list or dict literal (``dict(...)`` call) a starred argument name stands for (with several
+        definitions, a literal one: branches build sequences of one length)."""
+        if depth > 4:
+            return None
+        if e.kind == "tuple" or (e.kind == "call" and e.op == "dict"):
+            return e
+        if e.kind == "name" and caller is not None:
+            for d in self.defs(e.op, caller):
+                got = self._unpack(d.value, caller, depth + 1)
+                if got is not None:
+                    return got
+        return None
+
+    def _flatten(self, args: tuple[Expr, ...], caller: Function | None, depth: int = 0) -> tuple[list[Expr], bool]:
+        """Positional arguments with ``*seq`` spliced in; False when a sequence's length is unknown."""
+        flat: list[Expr] = []
+        for a in args:
+            if a.kind == "other" and a.op == "*" and a.args:
+                t = self._unpack(a.args[0], caller)
+                if t is None or t.kind != "tuple" or t.op == "dict" or depth > 3:
+                    return flat, False
+                inner, ok = self._flatten(t.args, caller, depth + 1)
+                flat.extend(inner)
+                if not ok:
+                    return flat, False
+            else:
+                flat.append(a)
+        return flat, True
+
+    def bind_arg(self, args: tuple[Expr, ...], kwargs: dict[str, Expr] | None, callee: Function, param: str,
+                 caller: Function | None) -> Expr | None:
+        """The argument a call passes for ``param`` of ``callee``."""
+        kwargs = kwargs or {}
+        if param in kwargs:
+            return kwargs[param]
+        for k, v in kwargs.items():
+            if k.startswith("**"):
+                d = self._unpack(v, caller)
+                if d is not None and d.kwargs and param in d.kwargs:
+                    return d.kwargs[param]
         try:
-            i = kernel.params.index(param)
+            i = callee.params.index(param)
         except ValueError:
             return None
-        return la.args[i] if i < len(la.args) else None
+        flat, _ = self._flatten(args, caller)  # positions after an unknown *args are unknown
+        return flat[i] if i < len(flat) else None
 
     def param_sources(self, fn: Function, param: str) -> list[tuple[Expr, Function]]:
         """Expressions that a parameter of ``fn`` receives at its launches and call sites."""
@@ -131,9 +196,8 @@ class Flow:
             if e is not None and caller is not None:
                 out.append((e, caller))
         if param in fn.params:
-            i = fn.params.index(param)
             for call, caller in self.call_sites(fn):
-                e = call.kw(param, i)
+                e = self.bind_arg(call.args, call.kwargs, fn, param, caller)
                 if e is not None:
                     out.append((e, caller))
         return out
@@ -201,8 +265,8 @@ class Flow:
 
     def _bind(self, callee: Function, call: Expr, caller: Function, env: Env) -> dict[str, tuple[Expr, Function, Any]]:
         out: dict[str, tuple[Expr, Function, Any]] = {}
-        for i, p in enumerate(callee.params):
-            a = call.kw(p, i)
+        for p in callee.params:
+            a = self.bind_arg(call.args, call.kwargs, callee, p, caller)
             if a is not None:
                 out[p] = (a, caller, env)
         return out
@@ -331,7 +395,7 @@ class Flow:
                 for v in a.targets:
                     if v == loop.var:
                         continue
-                    before = v in fn.params or any(loop.id not in b.loops and b.line < loop.line
+                    before = v in fn.params or any(loop.id not in b.loops and pos(b) < pos(loop)
                                                    for b in defs.get(v, []))
                     if before and self.refs(a.value, fn, v, within=loop):
                         out.setdefault(loop.id, {}).setdefault(v, []).append(a)
@@ -350,12 +414,40 @@ class Flow:
                         return node
         return None
 
-    def reads_through(self, e: Expr, fn: Function, tainted: set[str], seeds: set[int]) -> bool:
-        """Does ``e`` read a tainted name or contain a seed node, not looking inside reductions?"""
+    @staticmethod
+    def reaches(d: Assign, site: Site, others: list[Assign]) -> bool:
+        """May definition ``d`` reach a use at ``site``? Forward when ``d`` comes first and no other definition
+        in between certainly overwrites it (one in the use's own loop nest and branch); backwards only around a
+        loop that holds both."""
+        line, loops, guards = site
+        if pos(d) < line:
+            for k in others:
+                if k is d or not (pos(d) < pos(k) < line):
+                    continue
+                if loops[:len(k.loops)] == k.loops and all(any(g is h for h in guards) for g in k.guards):
+                    return False
+            return True
+        return bool(set(d.loops) & set(loops))
+
+    def name_tainted(self, fn: Function, name: str, taint: Taint, site: Site | None) -> bool:
+        """Is variable ``name`` tainted where it is read (``site``)?"""
+        if name in taint.names:
+            return True
+        ds = fn.defs().get(name)
+        if not ds:
+            return False
+        for d in ds:
+            if id(d) in taint.defs and (site is None or self.reaches(d, site, ds)):
+                return True
+        return False
+
+    def reads_through(self, e: Expr, fn: Function, taint: Taint, seeds: set[int], site: Site | None = None) -> bool:
+        """Does ``e`` (read at ``site``) read a tainted value or contain a seed node, not looking inside
+        reductions?"""
         stack = [e]
         while stack:
             x = stack.pop()
-            if id(x) in seeds or (x.kind == "name" and x.op in tainted):
+            if id(x) in seeds or (x.kind == "name" and self.name_tainted(fn, x.op, taint, site)):
                 return True
             if x.kind == "call" and self.is_reduction(x, fn):
                 continue
@@ -366,21 +458,21 @@ class Flow:
                 stack.append(x.recv)
         return False
 
-    def taint(self, fn: Function, names: set[str], seeds: set[int]) -> set[str]:
-        """Names whose values depend element-wise (not through a reduction) on ``names`` or seed nodes."""
-        tainted = set(names)
+    def taint(self, fn: Function, start: Taint | None, seeds: set[int]) -> Taint:
+        """Definitions whose values depend element-wise (not through a reduction) on ``start`` or seed nodes."""
+        t = Taint(set(start.defs) if start else set(), set(start.names) if start else set())
         changed = True
         rounds = 0
         while changed and rounds < 20:
             changed = False
             rounds += 1
             for a in fn.assigns:
-                if all(t in tainted for t in a.targets):
+                if id(a) in t.defs:
                     continue
-                if self.reads_through(a.value, fn, tainted, seeds):
-                    tainted.update(a.targets)
+                if self.reads_through(a.value, fn, t, seeds, site_of(a)):
+                    t.defs.add(id(a))
                     changed = True
-        return tainted
+        return t
 
     def bases(self, e: Expr, fn: Function, depth: int = 0, seen: set[int] | None = None) -> set[str]:
         """Pointer parameters an address expression is based on (``x_ptr + row*stride + offs`` -> ``{x_ptr}``)."""
@@ -429,6 +521,12 @@ class Flow:
         Triton: ``tl.load``/``tl.store``, and ``.load``/``.store`` on tensor descriptors (Triton tensors have no
         such methods, so in a jit function these are descriptor accesses). CUDA: pointer reads/writes, ``__ldg``...
         """
+        cached = self._memory.get(fn.key)
+        if cached is None:
+            cached = self._memory[fn.key] = self._memory_ops(fn)
+        return cached
+
+    def _memory_ops(self, fn: Function) -> list[tuple[str, Call, set[str]]]:
         out: list[tuple[str, Call, set[str]]] = []
         for c in fn.calls:
             n = c.name

@@ -78,10 +78,12 @@ class Facts:
         return out
 
     def kernels(self, lang: str | None = None) -> list[Function]:
-        """Reachable device code: Triton jit functions (``triton``), CUDA global/device functions (``cuda``)."""
+        """Reachable kernels with their device helpers inlined (see :mod:`d2kgrade.static.inline`): launched
+        Triton jit functions (``triton``), CUDA ``__global__`` functions (``cuda``). Helpers are not listed on
+        their own; their code is part of the kernels that call them."""
         out = []
         for f in self.functions.values():
-            if f.key not in self.reachable or not f.is_device:
+            if f.key not in self.reachable or not f.is_device or not f.inlined:
                 continue
             if lang == "triton" and f.lang != "py" or lang == "cuda" and f.lang != "cuda":
                 continue

@@ -99,6 +99,10 @@ class Loop:
     """CUDA: preceded by ``#pragma unroll``; Triton: ``tl.static_range``."""
     guards: tuple[Expr, ...] = ()
     """Conditions of the enclosing ``if`` statements."""
+    order: float = 0.0
+    """Position in execution order (0: use ``line``); inlined helper code gets positions at its call site."""
+    end_order: float = 0.0
+    """Position of the loop's end in execution order (0: use ``end_line``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -121,6 +125,8 @@ class Assign:
     """For ``a, b = f(...)``: which element of the value this target takes."""
     aug: str = ""
     """Operator of an augmented assignment (``+``), else empty."""
+    order: float = 0.0
+    """Position in execution order (0: use ``line``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -135,6 +141,8 @@ class Call:
     """Ids of the enclosing loops, outermost first."""
     guards: tuple[Expr, ...] = ()
     """Conditions of the enclosing ``if`` statements."""
+    order: float = 0.0
+    """Position in execution order (0: use ``line``)."""
 
     @property
     def line(self) -> int:
@@ -143,6 +151,16 @@ class Call:
     @property
     def end_line(self) -> int:
         return self.expr.end_line
+
+
+def pos(x: Assign | Call | Loop) -> float:
+    """Where a statement sits in execution order (its line, unless inlining placed it elsewhere)."""
+    return x.order or float(x.line)
+
+
+def end_pos(loop: Loop) -> float:
+    """Where a loop ends in execution order."""
+    return loop.end_order or float(loop.end_line)
 
 
 @dataclass(slots=True, eq=False)
@@ -165,6 +183,8 @@ class Launch:
     """Last line of the launch."""
     block: Expr | None = None
     """CUDA: the block-size expression."""
+    template: str = ""
+    """CUDA: the template arguments of the launched kernel as written (``128, 256, 64``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -221,6 +241,10 @@ class Function:
     """CUDA parameters declared as pointers."""
     defaults: dict[str, Expr] = field(default_factory=dict)
     """Parameter defaults."""
+    ref_params: set[str] = field(default_factory=set)
+    """CUDA parameters passed by reference (``float& m``): writes to them are writes to the caller's variable."""
+    inlined: bool = False
+    """A kernel whose device helper calls have been inlined (see :mod:`d2kgrade.static.inline`)."""
     assigns: list[Assign] = field(default_factory=list)
     """Assignments, in source order."""
     calls: list[Call] = field(default_factory=list)

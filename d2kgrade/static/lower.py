@@ -160,10 +160,12 @@ class Lowerer:
             self.f.assigns.append(Assign((node.target.id,), val, line, end, self.loops, self.guards))  # type: ignore
             return val
         if t is ast.Dict:
-            return Expr("tuple", "dict", tuple(self.expr(v) for v in node.values if v is not None),  # type: ignore
-                        kwargs={k.value: self.expr(v) for k, v in zip(node.keys, node.values)  # type: ignore
-                                if isinstance(k, ast.Constant) and isinstance(k.value, str)},
-                        line=line, end_line=end)
+            vals = [self.expr(v) for v in node.values]  # type: ignore[attr-defined]
+            keyed = {k.value: v for k, v in zip(node.keys, vals)  # type: ignore[attr-defined]
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            return Expr("tuple", "dict", tuple(v for k, v in zip(node.keys, vals)  # type: ignore[attr-defined]
+                                               if not (isinstance(k, ast.Constant) and isinstance(k.value, str))),
+                        kwargs=keyed, line=line, end_line=end)
         if t in (ast.ListComp, ast.GeneratorExp, ast.SetComp):
             gens = [self.expr(g.iter) for g in node.generators]  # type: ignore[attr-defined]
             return Expr("other", "comprehension", (self.expr(node.elt), *gens), line=line, end_line=end)  # type: ignore
@@ -175,8 +177,9 @@ class Lowerer:
 
     def call(self, node: ast.Call, line: int, end: int) -> Expr:
         fn = node.func
-        args = tuple(self.expr(a) for a in node.args)
-        kwargs = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}
+        args = tuple(Expr("other", "*", (self.expr(a.value),), line=line, end_line=end) if isinstance(a, ast.Starred)
+                     else self.expr(a) for a in node.args)
+        kwargs = {(k.arg if k.arg is not None else f"**{i}"): self.expr(k.value) for i, k in enumerate(node.keywords)}
         recv: Expr | None = None
         if isinstance(fn, ast.Subscript):  # k[grid](...): a Triton launch
             target = self.expr(fn.value)

@@ -100,7 +100,16 @@ class PyExtractor:
 
     def _imports(self, tree: ast.Module) -> None:
         imports = self.facts.imports
-        for node in ast.walk(tree):
+        stack: list[ast.stmt] = list(tree.body)
+        nodes: list[ast.stmt] = []
+        while stack:  # statements only: imports never hide inside expressions
+            st = stack.pop()
+            nodes.append(st)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                sub = getattr(st, field, None)
+                if isinstance(sub, list):
+                    stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler)))  # type: ignore
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -161,8 +170,11 @@ class PyExtractor:
         for p in a.posonlyargs + a.args + a.kwonlyargs:
             ann = p.annotation
             if ann is not None:
-                text = ann.value if isinstance(ann, ast.Constant) and isinstance(ann.value, str) else ast.unparse(ann)
-                if text.split(".")[-1] == "constexpr":
+                if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+                    tail = ann.value.rsplit(".", 1)[-1]
+                else:
+                    tail = ann.attr if isinstance(ann, ast.Attribute) else ann.id if isinstance(ann, ast.Name) else ""
+                if tail == "constexpr":
                     f.constexprs.add(p.arg)
         for dec in st.decorator_list:
             e = self._decorator(dec)
@@ -410,7 +422,7 @@ class PyExtractor:
                     targets = [ev.kernel] if ev.kernel in funcs else self._launch_targets(f, ev)
                     for t in targets:
                         out.append(Launch(t, ev.grid, ev.args, ev.kwargs, ev.caller, ev.line, ev.end_line,
-                                          ev.block))
+                                          ev.block, ev.template))
                 else:
                     for t in self._call_targets(f, ev):
                         visit(t)
@@ -450,6 +462,7 @@ class PyExtractor:
 def extract_python(facts: Facts) -> None:
     """Fill ``facts`` from its Python text (errors go to ``facts.errors``)."""
     from d2kgrade.static.cudafacts import add_cuda_source, cuda_edges
+    from d2kgrade.static.inline import inline_kernels
 
     try:
         tree = ast.parse(facts.text, filename=facts.path)
@@ -481,6 +494,7 @@ def extract_python(facts: Facts) -> None:
     cuda_hosts = {f.name: k for k, f in funcs.items() if f.lang == "cuda" and f.kind == "cpp"}
     facts.reachable = ex.reach(roots, cuda_hosts, cuda_edges(facts))
     facts.launches = ex.launch_order(roots[-1])
+    inline_kernels(facts)
     unresolved = [la.line for f in facts.hosts("py") for la in f.launches
                   if not ex._launch_targets(f, la)]
     if unresolved:

@@ -94,7 +94,14 @@ def known_checks() -> set[str]:
 def check_params(name: str) -> dict[str, inspect.Parameter]:
     """The keyword arguments a check accepts."""
     fn = load_all()[name]
-    return {p.name: p for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY}
+    cached = _PARAMS.get(name)
+    if cached is None or cached[0] is not fn:
+        cached = _PARAMS[name] = (fn, {p.name: p for p in inspect.signature(fn).parameters.values()
+                                      if p.kind == p.KEYWORD_ONLY})
+    return cached[1]
+
+
+_PARAMS: dict[str, tuple[CheckFn, dict[str, inspect.Parameter]]] = {}
 
 
 def check_args_problem(name: str, args: dict[str, Any]) -> str | None:
@@ -118,7 +125,8 @@ def describe() -> list[dict[str, Any]]:
         fn = CHECKS[name]
         params = check_params(name)
         out.append({"check": name, "module": fn.__module__.rsplit(".", 1)[-1],
-                    "args": {p: (None if spec.default is inspect.Parameter.empty else spec.default)
+                    "args": {p: {"required": spec.default is inspect.Parameter.empty,
+                                 "default": None if spec.default is inspect.Parameter.empty else spec.default}
                              for p, spec in params.items()},
                     "doc": (inspect.getdoc(fn) or "").strip()})
     return out

@@ -26,8 +26,8 @@ Three paths, picked by the launcher (``_pick_path``):
   pairs (lse merge) and writes the gradient of its own chunk. Live bytes: 132 programs x 128 KB = 17 MB. The grid
   is one program per SM (one wave), so all peers are resident at once. The wait is bounded: if a peer has not
   arrived after SPIN polls, the program computes the rest of the row's statistics itself (a re-read, never a
-  deadlock). The Triton interpreter runs programs one after another, so there the early chunks take that fallback
-  and the last one merges; both branches are tested on CPU.
+  deadlock). The Triton interpreter runs programs one after another, so there the group's last program (chunk 0,
+  which writes the loss) merges and the others take the fallback; both branches are tested on CPU.
 - ``split`` (few_rows_huge_vocab, M < 2 x SMs): rows too few to fill the GPU. Kernel 1, grid (M, C), writes the
   chunk statistics; kernel 2, grid (M, C), merges them, writes the loss (chunk 0) and its chunk's gradient.
   64 rows x 512 KB = 32 MB, so kernel 2's re-read is served from L2.
@@ -186,13 +186,15 @@ def _ce_coop_kernel(
     IGNORE: tl.constexpr, CHUNKS: tl.constexpr, CHUNKS_P2: tl.constexpr, BLOCK_V: tl.constexpr,
     SPIN: tl.constexpr,
 ):
-    """C cooperating programs per row: program p handles chunk p % C of rows p // C, p // C + P / C, ...
+    """C cooperating programs per row: program p handles chunk C-1 - p % C of rows p // C, p // C + P / C, ...
 
     Per valid row and chunk: reads CHUNK*elt bytes (HBM, then L2), writes CHUNK*elt bytes of gradient and
     8 bytes of partial statistics, reads the row's C partials (8*C bytes) once all peers arrived.
     """
     pid = tl.program_id(0)
-    c = pid % CHUNKS
+    # Chunk 0 (which writes the loss) is the group's last program id: programs that start later arrive later, so
+    # it usually finds its peers' partials published (on CPU, where programs run in order, it always does).
+    c = CHUNKS - 1 - pid % CHUNKS
     group = pid // CHUNKS
     n_groups = tl.num_programs(0) // CHUNKS
     lo = c * CHUNK

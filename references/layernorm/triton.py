@@ -5,8 +5,8 @@ Two kernels cover every row length:
 
 * ``_layernorm_fwd_kernel`` (N <= 16384): rows live in registers. One program owns a [ROWS, BLOCK_N] tile and
   loops over row blocks ``pid, pid + num_progs, ...``. For short rows (N <= 2048) the launcher uses a persistent
-  grid of a few programs per SM with w and b loaded once, before the loop, and ROWS rows per iteration so each
-  iteration moves >= 16 KB. For wide rows it uses ROWS = 1 and one program per row (num_progs = M): a resident
+  grid of as many programs as are resident at once (SM count x occupancy of the compiled kernel), with w and b
+  loaded once, before the loop, and ROWS rows per iteration so each iteration moves >= 16 KB. For wide rows it uses ROWS = 1 and one program per row (num_progs = M): a resident
   8 KB-16 KB w/b pair per program would halve occupancy, and the reloads hit in L1/L2.
 * ``_layernorm_fwd_tiled_kernel`` (N > 16384): a row does not fit in registers. Sweep 1 walks BLOCK_N tiles and
   merges per-tile (count, mean, M2) of x - x[0] with Chan's formula, loading with evict_last so the row stays in
@@ -134,6 +134,33 @@ def _layernorm_fwd_tiled_kernel(
         tl.store(y_row + offs, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=".cs")
 
 
+_OCCUPANCY: dict[tuple, int] = {}
+
+
+def _resident_programs(jit_fn, args: tuple, meta: dict, x: torch.Tensor) -> int:
+    """Programs of one compiled configuration that fit on an SM at once (registers, shared memory, threads).
+
+    A persistent grid larger than what is resident runs in two waves, and the second wave's programs start only
+    when the first ones have finished all their rows: twice the time. So the grid is sized from the compiled
+    kernel, as in Triton's fused-softmax tutorial. Under the interpreter there is nothing to measure: 1.
+    """
+    if not x.is_cuda:
+        return 1
+    key = (jit_fn.fn.__name__, x.device.index, x.dtype, tuple(sorted(meta.items())))
+    if key not in _OCCUPANCY:
+        compiled = jit_fn.warmup(*args, grid=(1,), **meta)
+        compiled._init_handles()
+        props = torch.cuda.get_device_properties(x.device)
+        threads = 32 * meta["num_warps"]
+        regs = -(-max(compiled.n_regs, 1) // 8) * 8  # registers are allocated in units of 8 per thread
+        occ = min(getattr(props, "regs_per_multiprocessor", 65536) // (regs * threads),
+                  props.max_threads_per_multi_processor // threads)
+        if compiled.metadata.shared:
+            occ = min(occ, getattr(props, "shared_memory_per_multiprocessor", 233472) // compiled.metadata.shared)
+        _OCCUPANCY[key] = max(1, occ)
+    return _OCCUPANCY[key]
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -147,6 +174,21 @@ def _num_sms(x: torch.Tensor) -> int:
 def _num_warps(block_elems: int) -> int:
     # At most ~32 fp32 values of x per thread: 4 warps to 4k elements, 8 to 8k, 16 beyond.
     return 4 if block_elems <= 4096 else 8 if block_elems <= 8192 else 16
+
+
+def _plan(N: int, *, max_block: int = MAX_REGISTER_BLOCK, short_row: int = SHORT_ROW, tile_n: int = TILE_N,
+          rows: int | None = None) -> dict:
+    """Which kernel a row length takes, and its tile: {path, rows, block_n, num_warps, persistent}."""
+    block_n = triton.next_power_of_2(N)
+    if block_n > max_block:
+        tile = min(tile_n, block_n)
+        return dict(path="tiled", rows=1, block_n=tile, num_warps=_num_warps(2 * tile), persistent=False)
+    if N <= short_row:
+        # [ROWS, BLOCK_N] tiles of 8k elements: 16 KB of bf16 in and 16 KB out per iteration.
+        r = rows or max(1, min(16, 8192 // block_n))
+        return dict(path="rows", rows=r, block_n=block_n, num_warps=_num_warps(r * block_n), persistent=True)
+    r = rows or 1
+    return dict(path="rows", rows=r, block_n=block_n, num_warps=_num_warps(r * block_n), persistent=False)
 
 
 def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS, *,
@@ -164,25 +206,22 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EP
     rstd = torch.empty(M, device=x.device, dtype=torch.float32)
     if M == 0:
         return y, mean, rstd
-    block_n = triton.next_power_of_2(N)
-    if block_n > _max_block:
-        tile = min(_tile_n, block_n)
+    plan = _plan(N, max_block=_max_block, short_row=_short_row, tile_n=_tile_n, rows=_rows)
+    if plan["path"] == "tiled":
         _layernorm_fwd_tiled_kernel[(M,)](
             x, w, b, y, mean, rstd, N, x.stride(0), y.stride(0), eps,
-            BLOCK_N=tile, num_warps=_num_warps(2 * tile))
+            BLOCK_N=plan["block_n"], num_warps=plan["num_warps"])
         return y, mean, rstd
-    if N <= _short_row:
-        # 2-D tile of >= 8k elements (16 KB of bf16 in, 16 KB out per iteration), persistent grid.
-        rows = _rows or max(1, min(16, 8192 // block_n))
-        blocks = triton.cdiv(M, rows)
-        progs = _num_progs or min(blocks, 4 * _num_sms(x))
+    blocks = triton.cdiv(M, plan["rows"])
+    meta = dict(ROWS=plan["rows"], BLOCK_N=plan["block_n"], num_warps=plan["num_warps"])
+    if _num_progs:
+        progs = _num_progs
+    elif plan["persistent"]:
+        args = (x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, blocks)
+        progs = min(blocks, _num_sms(x) * _resident_programs(_layernorm_fwd_kernel, args, meta, x))
     else:
-        rows = _rows or 1
-        blocks = triton.cdiv(M, rows)
-        progs = _num_progs or blocks
-    _layernorm_fwd_kernel[(progs,)](
-        x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, progs,
-        ROWS=rows, BLOCK_N=block_n, num_warps=_num_warps(rows * block_n))
+        progs = blocks
+    _layernorm_fwd_kernel[(progs,)](x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, progs, **meta)
     return y, mean, rstd
 
 

@@ -2,10 +2,10 @@
 
 With xhat = (x - mean) * rstd and g = dy * w, the input gradient is row-local,
 dx = rstd * (g - c1 - xhat * c2) with c1 = mean_N(g) and c2 = mean_N(g * xhat), while dw = sum_rows(dy * xhat)
-and db = sum_rows(dy) reduce over all M rows. Stage 1 is a persistent grid of G programs (about the SM count, times
-the programs one SM holds); program p takes row blocks p, p + G, ..., writes dx for each row and accumulates its
-share of dw and db in fp32, then writes one row of a [G, N] partial buffer. Stage 2 sums the G partial rows per
-column block. No atomics, so the result is bitwise reproducible; the partial buffer is G*N*8 bytes (1-17 MB).
+and db = sum_rows(dy) reduce over all M rows. Stage 1 is a persistent grid of G programs, the SM count times the
+programs of the compiled kernel that one SM holds (exactly one wave); program p takes row blocks p, p + G, ...,
+writes dx for each row and accumulates its share of dw and db in fp32, then writes one row of a [G, N] partial
+buffer. Stage 2 sums the G partial rows per column block. No atomics, so the result is bitwise reproducible.
 
 Stage 1 has two variants:
 
@@ -20,8 +20,9 @@ Stage 1 has two variants:
 Everything is computed in fp32 from bf16 loads; dx is rounded once, at the store.
 
 Roofline floors on the H200 (cost model bytes / 4.25e12 B/s); measured fraction: pending an H200 run.
-The partial buffer adds 2*G*N*4*2 bytes of L2 traffic that the floor does not count (4% of the floor's bytes at
-llama_8k, 17% at wide_few_rows if it went to HBM; it is written and re-read within ~50 us, so mostly L2 hits).
+The partial buffer adds 2*G*N*8 bytes (written, then read) that the floor does not count: ~2% of the floor's bytes
+at llama_8k and ~1% at many_rows_n1024 with G = 132 x occupancy, ~17% at wide_few_rows (G = 132, 17 MB each way,
+capped by PARTIAL_BUDGET so it stays L2-resident: mostly L2 hits, not HBM traffic).
 
 | workload         | bytes       | floor    |
 |------------------|-------------|----------|
@@ -39,7 +40,7 @@ import triton
 import triton.language as tl
 
 MAX_REGISTER_BLOCK = 8192  # row-in-registers up to here: x, dy, w and two partials = 80 fp32 per thread at 16 warps
-WIDE_TILE = 2048  # column tile of the wide kernel: with ROWS = 2, 16 values per thread per array at 8 warps
+WIDE_TILE = 4096  # column tile of the wide kernel: [2, 4096] = 32 KB of dy + x per step, 16 per thread at 16 warps
 WIDE_ROWS = 2  # rows per step of the wide kernel: halves the partial-row read-modify-write traffic
 
 
@@ -173,6 +174,34 @@ def _layernorm_bwd_reduce_kernel(
     tl.store(DB + cols, tl.sum(db, axis=0), mask=col_ok)
 
 
+_OCCUPANCY: dict[tuple, int] = {}
+PARTIAL_BUDGET = 24 << 20  # bytes of [G, N] fp32 partials (dw + db) that stay L2-resident next to the live rows
+
+
+def _resident_programs(jit_fn, args: tuple, meta: dict, x: torch.Tensor) -> int:
+    """Programs of one compiled configuration that fit on an SM at once (registers, shared memory, threads).
+
+    Stage 1 is persistent: a grid larger than what is resident runs in two waves, and the second wave starts only
+    when the first has finished all its rows (twice the time). So G is sized from the compiled kernel, as in
+    Triton's fused-softmax tutorial. Under the interpreter there is nothing to measure: 1.
+    """
+    if not x.is_cuda:
+        return 1
+    key = (jit_fn.fn.__name__, x.device.index, x.dtype, tuple(sorted(meta.items())))
+    if key not in _OCCUPANCY:
+        compiled = jit_fn.warmup(*args, grid=(1,), **meta)
+        compiled._init_handles()
+        props = torch.cuda.get_device_properties(x.device)
+        threads = 32 * meta["num_warps"]
+        regs = -(-max(compiled.n_regs, 1) // 8) * 8  # registers are allocated in units of 8 per thread
+        occ = min(getattr(props, "regs_per_multiprocessor", 65536) // (regs * threads),
+                  props.max_threads_per_multi_processor // threads)
+        if compiled.metadata.shared:
+            occ = min(occ, getattr(props, "shared_memory_per_multiprocessor", 233472) // compiled.metadata.shared)
+        _OCCUPANCY[key] = max(1, occ)
+    return _OCCUPANCY[key]
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -183,9 +212,32 @@ def _num_sms(x: torch.Tensor) -> int:
     return _sm_count(x.device.index or 0) if x.is_cuda else 3
 
 
+def _plan(N: int, *, max_block: int = MAX_REGISTER_BLOCK, wide_tile: int = WIDE_TILE, wide_rows: int = WIDE_ROWS,
+          rows: int | None = None) -> dict:
+    """Stage-1 kernel and tile for a row length: {path, rows, block_n, num_warps}."""
+    block_n = triton.next_power_of_2(N)
+    if block_n <= max_block:
+        r = rows or max(1, min(8, 4096 // block_n))
+        tile = r * block_n
+        # x, dy, w and two partial tiles: ~80 fp32 per thread at 16 warps for an 8192-wide row.
+        num_warps = 16 if tile >= 8192 else 8 if tile >= 2048 else 4
+        return dict(path="rows", rows=r, block_n=block_n, num_warps=num_warps)
+    return dict(path="wide", rows=rows or wide_rows, block_n=min(wide_tile, block_n), num_warps=16)
+
+
+def _group_count(plan: dict, N: int, blocks: int, resident: int, num_sms: int) -> int:
+    """G: whole waves of resident programs (SM count x occupancy); for wide rows also capped so the partial
+    buffer stays within PARTIAL_BUDGET; never more than the row blocks."""
+    per_sm = resident
+    if plan["path"] == "wide":
+        per_sm = max(1, min(per_sm, PARTIAL_BUDGET // (8 * N * num_sms)))
+    return max(1, min(blocks, per_sm * num_sms))
+
+
 def layernorm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
                        *, _max_block: int = MAX_REGISTER_BLOCK, _wide_tile: int = WIDE_TILE,
-                       _wide_rows: int = WIDE_ROWS, _rows: int | None = None, _groups: int | None = None):
+                       _wide_rows: int = WIDE_ROWS, _rows: int | None = None, _groups: int | None = None,
+                       _block_cols: int | None = None):
     """Gradients (dx, dw, db) of y = LayerNorm(x) * w + b for a 2-D ``x``, given the saved fp32 mean and rstd.
 
     The underscored arguments move the path thresholds and the group count so tests reach every path.
@@ -199,29 +251,25 @@ def layernorm_backward(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, mean:
     db = torch.empty(N, device=x.device, dtype=torch.float32)
     if M == 0:
         return dx, dw.zero_(), db.zero_()
-    block_n = triton.next_power_of_2(N)
-    if block_n <= _max_block:
-        rows = _rows or max(1, min(8, 4096 // block_n))
-        tile = rows * block_n
-        # One 16-warp program per SM holds an 8192-wide row (~110 registers per thread); smaller tiles fit two.
-        per_sm = 1 if tile >= 8192 else 2
-        blocks = triton.cdiv(M, rows)
-        groups = _groups or min(blocks, per_sm * _num_sms(x))
-        num_warps = 16 if tile >= 8192 else 8 if tile >= 2048 else 4
-        kernel_1, meta = _layernorm_bwd_rows_kernel, dict(ROWS=rows, BLOCK_N=block_n, num_warps=num_warps)
+    plan = _plan(N, max_block=_max_block, wide_tile=_wide_tile, wide_rows=_wide_rows, rows=_rows)
+    kernel_1 = _layernorm_bwd_rows_kernel if plan["path"] == "rows" else _layernorm_bwd_wide_kernel
+    meta = dict(ROWS=plan["rows"], BLOCK_N=plan["block_n"], num_warps=plan["num_warps"])
+    blocks = triton.cdiv(M, plan["rows"])
+    strides = (dy.stride(0), x.stride(0), dx.stride(0))
+    if _groups:
+        groups = _groups
     else:
-        rows = _rows or _wide_rows
-        blocks = triton.cdiv(M, rows)
-        # One program per SM keeps the partial buffer at G*N*8 bytes = 17 MB for N = 16384: L2-resident.
-        groups = _groups or min(blocks, _num_sms(x))
-        kernel_1, meta = _layernorm_bwd_wide_kernel, dict(ROWS=rows, BLOCK_N=min(_wide_tile, block_n), num_warps=8)
+        probe = torch.empty(1, N, device=x.device, dtype=torch.float32)
+        resident = _resident_programs(kernel_1, (dy, x, w, mean, rstd, dx, probe, probe, M, N, *strides, blocks),
+                                      meta, x)
+        groups = _group_count(plan, N, blocks, resident, _num_sms(x))
     pdw = torch.empty(groups, N, device=x.device, dtype=torch.float32)
     pdb = torch.empty(groups, N, device=x.device, dtype=torch.float32)
-    kernel_1[(groups,)](dy, x, w, mean, rstd, dx, pdw, pdb, M, N, dy.stride(0), x.stride(0), dx.stride(0), groups,
-                        **meta)
+    kernel_1[(groups,)](dy, x, w, mean, rstd, dx, pdw, pdb, M, N, *strides, groups, **meta)
     # Stage 2 moves only 2*G*N*4 bytes and is latency-bound: narrow 128-256 B column slices give N/32-N/64
-    # programs, each walking the G rows in [64, BLOCK_N] tiles (a few iterations).
-    block_cols = 32 if N <= 2048 else 64
+    # programs, each walking the G rows in [64, BLOCK_N] tiles (a few iterations). The interpreter pays ~50 ms
+    # per program, so CPU runs use wider slices.
+    block_cols = _block_cols or ((32 if N <= 2048 else 64) if x.is_cuda else 256)
     _layernorm_bwd_reduce_kernel[(triton.cdiv(N, block_cols),)](
         pdw, pdb, dw, db, groups, N, BLOCK_G=64, BLOCK_N=block_cols, num_warps=4)
     return dx, dw, db

@@ -95,6 +95,18 @@ def _rotary_kernel(
                   HALF, BLOCK_T, BLOCK_HK, BLOCK_HALF, INTERLEAVED)
 
 
+def _plan(Hq: int, Hkv: int, D: int, elt: int, *, block_t: int | None = None,
+          chunk_elems: int = CHUNK_ELEMS) -> tuple[int, int, int, int]:
+    """(BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_HALF): tokens per program and heads per chunk of q and of k."""
+    block_half = triton.next_power_of_2(D // 2)
+    # >= 32 KB of q/k traffic per program: 2 tokens at 40 heads x 128, 1 token at 72 x 128 or 129 x 64.
+    bytes_per_token = 2 * (Hq + Hkv) * D * elt
+    block_t = block_t or max(1, min(16, triton.next_power_of_2(triton.cdiv(32768, bytes_per_token))))
+    per_chunk = triton.next_power_of_2(max(1, chunk_elems // (block_t * block_half)))
+    return (block_t, min(triton.next_power_of_2(Hq), per_chunk), min(triton.next_power_of_2(Hkv), per_chunk),
+            block_half)
+
+
 def rotary_embedding(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_cache: torch.Tensor,
                      sin_cache: torch.Tensor, style: str = "neox", *, inplace: bool = False,
                      _block_t: int | None = None, _chunk_elems: int = CHUNK_ELEMS):
@@ -114,13 +126,8 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, 
     k_out = k if inplace else torch.empty_like(k)
     if T == 0:
         return q_out, k_out
-    block_half = triton.next_power_of_2(half)
-    # >= 32 KB of q/k traffic per program: 2 tokens at 40 heads x 128, 1 token at 72 x 128 or 129 x 64.
-    bytes_per_token = 2 * (Hq + Hkv) * D * q.element_size()
-    block_t = _block_t or max(1, min(16, triton.next_power_of_2(triton.cdiv(32768, bytes_per_token))))
-    per_chunk = max(1, _chunk_elems // (block_t * block_half))
-    block_hq = min(triton.next_power_of_2(Hq), triton.next_power_of_2(per_chunk))
-    block_hk = min(triton.next_power_of_2(Hkv), triton.next_power_of_2(per_chunk))
+    block_t, block_hq, block_hk, block_half = _plan(Hq, Hkv, D, q.element_size(), block_t=_block_t,
+                                                    chunk_elems=_chunk_elems)
     _rotary_kernel[(triton.cdiv(T, block_t),)](
         q, k, positions, cos_cache, sin_cache, q_out, k_out,
         T, Hq, Hkv,

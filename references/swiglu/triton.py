@@ -65,6 +65,13 @@ def _block_i(inter: int, max_block: int) -> int:
     return min(max_block, triton.next_power_of_2(inter))
 
 
+def _plan(inter: int, *, tile_elems: int = TILE_ELEMS, max_block_i: int = MAX_BLOCK_I) -> tuple[int, int, int]:
+    """(ROWS, BLOCK_I, num_warps) for rows of I outputs: 4096-output tiles, 16 per thread at 4 warps."""
+    block_i = _block_i(inter, max_block_i)
+    rows = max(1, tile_elems // block_i)
+    return rows, block_i, max(1, min(8, rows * block_i // 1024))
+
+
 def swiglu(x: torch.Tensor, *, _tile_elems: int = TILE_ELEMS, _max_block_i: int = MAX_BLOCK_I) -> torch.Tensor:
     """h = silu(x[:, :I]) * x[:, I:] for x [T, 2I]; the underscored arguments shrink the tiles for tests."""
     assert x.dim() == 2 and x.shape[1] % 2 == 0 and x.stride(1) == 1
@@ -73,11 +80,9 @@ def swiglu(x: torch.Tensor, *, _tile_elems: int = TILE_ELEMS, _max_block_i: int 
     h = torch.empty(T, inter, device=x.device, dtype=x.dtype)
     if T == 0 or inter == 0:
         return h
-    block_i = _block_i(inter, _max_block_i)
-    rows = max(1, _tile_elems // block_i)
+    rows, block_i, num_warps = _plan(inter, tile_elems=_tile_elems, max_block_i=_max_block_i)
     grid = (triton.cdiv(T, rows), triton.cdiv(inter, block_i))
-    _swiglu_kernel[grid](x, h, T, inter, x.stride(0), h.stride(0), ROWS=rows, BLOCK_I=block_i,
-                         num_warps=max(1, min(8, rows * block_i // 1024)))
+    _swiglu_kernel[grid](x, h, T, inter, x.stride(0), h.stride(0), ROWS=rows, BLOCK_I=block_i, num_warps=num_warps)
     return h
 
 

@@ -175,7 +175,10 @@ def resolve_config(config_file: Path | None = None, flags: dict[str, Any] | None
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         problems = problems_from_validation(source, exc)
-        for p in problems:  # the model-level rules read best as plain sentences
+        for p in problems:
+            if p.where.startswith("arms"):
+                raise UserError(f"arms must be paired, unguided, guided or propose (comma-separated); "
+                                f"{p.message}") from None  # the model-level rules read best as plain sentences
             if p.where == "":
                 raise UserError(p.message.removeprefix("Value error, ")) from None
         raise SpecError([Problem(p.file, p.where, p.message.removeprefix("Value error, ")) for p in problems]) \

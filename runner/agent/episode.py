@@ -24,7 +24,7 @@ from d2kgrade.records import EvalResult
 from d2kgrade.runstore import now_iso
 from d2kgrade.schema import Task
 from runner.agent.config import RunConfig
-from runner.agent.evaluation import EvalRequest, Evaluator, EvaluatorFault
+from runner.agent.evaluation import EvalRequest, EvaluationRefused, Evaluator, EvaluatorFault
 from runner.agent.llm import Cancelled
 from runner.agent.recorder import EpisodeRecorder, Sink
 
@@ -122,6 +122,8 @@ class Final:
 
     status: str = "no_submission"
     correct: bool = False
+    message: str = ""
+    """The evaluator's summary (why it did not pass)."""
     evaluation: dict[str, Any] | None = None
     workloads: list[dict[str, Any]] = field(default_factory=list)
 
@@ -135,7 +137,7 @@ def final_evaluation(env: EpisodeEnv, spec: EpisodeSpec, *, source: str, filenam
     row = {"eval_id": eval_id, "turn": turn, "kind": "final", "kernel_version": version,
            "workloads_requested": json.dumps("all+hidden"), "status": result.status, "correct": result.correct,
            "wall_s": time.monotonic() - t0, "result_json": result.model_dump_json()}
-    return Final(result.status, bool(result.correct), row, workload_rows(result, eval_id))
+    return Final(result.status, bool(result.correct), result.message, row, workload_rows(result, eval_id))
 
 
 def finish(env: EpisodeEnv, spec: EpisodeSpec, rec: EpisodeRecorder, tally: Tally, *, status: str, final: Final,
@@ -177,6 +179,7 @@ def run_episode(spec: EpisodeSpec, env: EpisodeEnv) -> dict[str, Any]:
     except Exception as exc:  # an internal fault: the episode fails, the run goes on
         log.exception("episode %s failed", spec.episode_id)
         rec.transcript({"event": "internal_error", "error": traceback.format_exc()[-4000:]})
-        kind = "evaluator fault" if isinstance(exc, EvaluatorFault) else "internal error"
+        kind = ("evaluator fault" if isinstance(exc, EvaluatorFault) else
+                "the evaluator refused" if isinstance(exc, EvaluationRefused) else "internal error")
         return finish(env, spec, rec, tally, status="failed", final=Final(),
                       message=f"{kind}: {type(exc).__name__}: {exc}")

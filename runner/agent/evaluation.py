@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from d2kgrade.errors import UserError
 from d2kgrade.records import EvalResult
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,10 @@ timing) -> EvalResult``."""
 
 class EvaluatorFault(RuntimeError):
     """The evaluator itself failed (not the kernel): an exception out of ``evaluate``."""
+
+
+class EvaluationRefused(ValueError):
+    """The evaluator refused the request (a ``UserError``: a workload the task lacks, one too large for CPU...)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,8 @@ def call_evaluate(fn: EvaluateFn, req: EvalRequest, *, suite_root: Path, device:
                                       timeout_s=req.timeout_s, hidden=req.hidden, timing=req.timing)
         try:
             result = fn(req.task_id, path, **kwargs)
+        except UserError as exc:
+            raise EvaluationRefused(str(exc)) from exc
         except Exception as exc:
             log.exception("evaluator fault on %s", req.task_id)
             raise EvaluatorFault(f"{type(exc).__name__}: {exc}") from exc

@@ -257,6 +257,8 @@ def run_llm_episode(spec: EpisodeSpec, env: EpisodeEnv, rec: EpisodeRecorder, ta
                                      eval_id=ep.tools.next_eval_id(), turn=tally.turns)
         except EvaluatorFault as exc:
             status, message = "failed", f"final evaluation: evaluator fault: {exc}"
+    if sub is not None and final.evaluation is not None and not final.correct:
+        message += f"; final evaluation: {final.status}: {final.message}"
     rec.transcript({"event": "end", "status": status, "message": message, "final_status": final.status,
                     "correct": final.correct})
     return finish(env, spec, rec, tally, status=status, final=final, message=message,

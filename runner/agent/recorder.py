@@ -14,8 +14,7 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from d2kgrade.io import atomic_write_text
@@ -123,7 +122,7 @@ class EpisodeRecorder:
         self.sink.add("evaluations", self._row(row))
 
     def finish(self, episode: Mapping[str, Any], final_evaluation: Mapping[str, Any] | None,
-               workloads: list[Mapping[str, Any]]) -> None:
+               workloads: Sequence[Mapping[str, Any]]) -> None:
         """Write the ended episode (one transaction with its final evaluation and workload rows)."""
         self.sink.finish_episode(self._row(episode), self._row(final_evaluation) if final_evaluation else None,
                                  [self._row(w) for w in workloads])

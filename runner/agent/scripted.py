@@ -32,7 +32,7 @@ def _submit(env: EpisodeEnv, spec: EpisodeSpec, rec: EpisodeRecorder, tally: Tal
     kernel_path = keep_kernel(rec, name, source)
     tally.submissions = 1
     final = final_evaluation(env, spec, source=source, filename=name, version=1, eval_id=1, turn=0)
-    status_msg = f"{message}; final evaluation: {final.status}"
+    status_msg = f"{message}; final evaluation: {final.status}" + ("" if final.correct else f": {final.message}")
     return finish(env, spec, rec, tally, status="finished", final=final, message=status_msg,
                   design_note_path=design_note_path, kernel_path=kernel_path, transcript=False)
 

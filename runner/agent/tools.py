@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from d2kgrade.records import EvalResult
 from d2kgrade.schema import Task
-from runner.agent.evaluation import EvalRequest, Evaluator, EvaluatorFault, ProfileRequest
+from runner.agent.evaluation import EvalRequest, EvaluationRefused, Evaluator, EvaluatorFault, ProfileRequest
 from runner.agent.recorder import EpisodeRecorder
 from runner.agent.report import format_benchmark, format_test, scrub, trim
 from runner.agent.workspace import Workspace, WorkspaceError
@@ -241,6 +241,9 @@ class ToolBox:
             return getattr(self, f"_tool_{name}")(args, turn)
         except WorkspaceError as exc:
             return ToolOutcome(f"error: {exc}", ok=False, error=str(exc))
+        except EvaluationRefused as exc:
+            msg = scrub(f"the evaluator refused the request: {exc}", self.scrub_paths)
+            return ToolOutcome(f"error: {msg}", ok=False, error=msg)
         except EvaluatorFault as exc:
             msg = f"the evaluator failed on its side, not because of your kernel ({exc}); try again"
             return ToolOutcome(f"error: {msg}", ok=False, error=str(exc))
@@ -287,6 +290,9 @@ class ToolBox:
         bad = [w for w in wl if w not in names]
         if bad or not wl:
             raise WorkspaceError(f"unknown workload(s) {bad}; choose 'all' or among {names}")
+        if self.evaluator.device == "cpu" and any(w != "smoke" for w in wl):
+            raise WorkspaceError("this run evaluates on CPU under the Triton interpreter, where only the 'smoke' "
+                                 "workload runs ('all' means smoke here)")
         return list(wl)
 
     def _source(self, path: str, turn: int) -> tuple[str, str, int]:

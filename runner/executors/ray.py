@@ -97,9 +97,9 @@ class RayEvaluator:
         self.device = device
         self.suite_root = str(suite_root)
         self.evaluate_fn = evaluate_fn
-        res = {"num_gpus": 1} if device == "cuda" else {"num_cpus": 1}
-        self._eval = ray.remote(max_retries=0, **res)(_eval_task)
-        self._prof = ray.remote(max_retries=0, **res)(_profile_task)
+        gpus, cpus = (1, 0) if device == "cuda" else (0, 1)
+        self._eval = ray.remote(max_retries=0, num_gpus=gpus, num_cpus=cpus)(_eval_task)
+        self._prof = ray.remote(max_retries=0, num_gpus=gpus, num_cpus=cpus)(_profile_task)
 
     def evaluate(self, req: EvalRequest) -> EvalResult:
         import ray
@@ -151,7 +151,7 @@ def run_ray(todo: list[Any], ctx: Any) -> list[dict[str, Any]]:
         ray.init(address=cfg.address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         node = ray.get_runtime_context().get_node_id()
-        actor_cls = ray.remote(num_cpus=0, max_concurrency=1)(_SinkActor)
+        actor_cls = ray.remote(num_cpus=0, max_concurrency=1)(_SinkActor)  # type: ignore[call-overload]
         sink = actor_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
             str(Path(ctx.run_dir).resolve()))
         hardware = dict(ctx.hardware)

@@ -26,20 +26,22 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     Hkv = shapes["k"][1]
     max_pos, half = shapes["cos_cache"]
     f32 = dict(generator=generator, device=device, dtype=torch.float32)
-    q = torch.randn(T, Hq, D, **f32)
-    k = torch.randn(T, Hkv, D, **f32)
-    positions = torch.randint(0, max_pos, (T,), generator=generator, device=device)
-    if dist == "outliers":
-        for x in (q, k):
-            chans = torch.randperm(D, generator=generator, device=device)[: max(2, D // 16)]
-            x[..., chans] *= 10.0 + 30.0 * torch.rand(chans.numel(), **f32)
-    elif dist == "decode":
+    if dist not in DISTRIBUTIONS:
+        raise ValueError(f"unknown distribution {dist!r}")
+    if dist == "decode":
+        # Drawn first, so q and k differ from the other distributions' draws for the same seed too.
         batch = 4
         distinct = torch.randint(max_pos - max_pos // 8, max_pos, (-(-T // batch),), generator=generator,
                                  device=device)
         positions = distinct.repeat_interleave(batch)[:T]
-    elif dist != "normal":
-        raise ValueError(f"unknown distribution {dist!r}")
+    q = torch.randn(T, Hq, D, **f32)
+    k = torch.randn(T, Hkv, D, **f32)
+    if dist != "decode":
+        positions = torch.randint(0, max_pos, (T,), generator=generator, device=device)
+    if dist == "outliers":
+        for x in (q, k):
+            chans = torch.randperm(D, generator=generator, device=device)[: max(2, D // 16)]
+            x[..., chans] *= 10.0 + 30.0 * torch.rand(chans.numel(), **f32)
     cos, sin = rope_cache(max_pos, half, device)
     return (q.to(dtypes["q"]), k.to(dtypes["k"]), positions.to(dtypes["positions"]), cos.to(dtypes["cos_cache"]),
             sin.to(dtypes["sin_cache"]))

@@ -88,3 +88,12 @@ def test_rejected_response_format_falls_back_and_stays_fallen_back():
         # a 400 at the last level is a rejected request (too long, say): no endless loop
         with pytest.raises(RequestFailed, match="400"):
             c.complete(MSG, schema_format=FMT, seed=1)
+
+
+def test_stopped_client_sends_nothing_more():
+    with FakeOpenAI([{"content": "ok"}]) as srv:
+        c, _ = client_for(srv)
+        c.stop()
+        with pytest.raises(RequestFailed, match="interrupted"):
+            c.complete(MSG, schema_format=FMT, seed=None)
+        assert srv.requests == []

@@ -55,3 +55,33 @@ def test_run_dir_grades_every_episode_once_and_resumes(suite, tmp_path):
         # another model is another rater: judged again, appended
         other = make_config(srv.base_url, model="judge-2")
         assert judge_run_dir(run_dir, suite, other, cache=cache, use_static_backend=False).judged == 3
+
+
+def test_run_dir_combined_writes_every_rater_once(suite, tmp_path):
+    from tests.judge.test_run import fake_static
+
+    run_dir = tmp_path / "run"
+    make_run(run_dir)
+    static = fake_static({"softmax.L3.exp2-fold": "present"})
+    with FakeOpenAI(responder=Responder({("softmax.L3.exp2-fold", 0): ["met"]})) as srv:
+        cfg = make_config(srv.base_url)
+        judge_run_dir(run_dir, suite, cfg, mode="combined", use_static_backend=False, static_grader=static)
+        rows = [json.loads(x) for x in (run_dir / "grades.jsonl").read_text().splitlines()]
+        assert sorted((r["item"], r["kind"], r["rater"]) for r in rows) == sorted(
+            [(ep, kind, rater) for ep in ("ep-a", "ep-b") for kind, rater in
+             [("code", "static"), ("code", "llm"), ("code", "combined"), ("proposal", "llm"),
+              ("proposal", "combined")]])
+        a = next(r for r in rows if (r["item"], r["kind"], r["rater"]) == ("ep-a", "code", "combined"))
+        exp2 = next(p for p in a["properties"] if p["property_id"] == "softmax.L3.exp2-fold")
+        assert exp2["verdict"] == "present" and exp2["details"]["agreement"] == "agree"
+        again = judge_run_dir(run_dir, suite, cfg, mode="combined", use_static_backend=False, static_grader=static)
+        assert (again.judged, again.skipped, again.missing) == (0, 4, 0)
+        assert len((run_dir / "grades.jsonl").read_text().splitlines()) == len(rows)
+        # a second judge model adds its llm and combined grades; static analysis is not written twice
+        judge_run_dir(run_dir, suite, make_config(srv.base_url, model="judge-2"), mode="combined",
+                      use_static_backend=False, static_grader=static)
+        rows2 = [json.loads(x) for x in (run_dir / "grades.jsonl").read_text().splitlines()]
+        assert sum(r["rater"] == "static" for r in rows2) == 2
+        assert sum(r["rater"] == "llm" for r in rows2) == 8 and sum(r["rater"] == "combined" for r in rows2) == 8
+        assert {r["rater_info"]["llm"]["model"] for r in rows2 if r["rater"] == "combined"} == {"fake-judge",
+                                                                                                "judge-2"}

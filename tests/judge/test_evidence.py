@@ -6,7 +6,8 @@ import json
 
 from d2kgrade.judge.answer import Answer, Quote
 from d2kgrade.judge.evidence import Document
-from d2kgrade.judge.prompts import build_prompt, facts_to_text, neutralize, normalize_document
+from d2kgrade.judge.prompts import (build_prompt, facts_to_text, neutralize, normalize_document,
+                                    property_question)
 from d2kgrade.judge.vote import sample_verdict
 from tests.judge.conftest import KERNEL
 
@@ -85,8 +86,18 @@ def test_each_request_draws_a_new_token_and_proposals_are_rephrased(rubric):
     b = build_prompt(rubric, rubric.properties[:1], kind="proposal", path="n.md", document="plan", facts_text=None,
                      batch=False)
     assert a.token != b.token
-    assert "Does the design commit to this design property" in a.messages[1]["content"]
+    assert 'read each as "does the design commit to implementing this property?"' in " ".join(
+        a.messages[1]["content"].split())
     assert "Static facts" not in a.messages[1]["content"]
+    # the generated-rubric phrasing is rewritten for design notes; other questions are kept as written
+    prop = rubric.properties[0]
+    generated = prop.model_copy(update={"judge": prop.judge.model_copy(
+        update={"question": "Does the kernel implement this design property: one read, one write."})})
+    assert property_question(generated, "proposal") == (
+        "Does the design commit to this design property: one read, one write.")
+    assert property_question(generated, "code") == generated.judge.question
+    plain = prop.model_copy(update={"judge": prop.judge.model_copy(update={"question": "Is x read once?"})})
+    assert property_question(plain, "proposal") == "Is x read once?"
 
 
 def test_facts_rendering_truncates_and_handles_models():

@@ -199,16 +199,18 @@ def test_interrupted_run_keeps_what_it_judged(rubric, kernel_file, tmp_path):
         if done == 12:
             raise KeyboardInterrupt
 
+    out.write_text('{"a cut-off line from an earlier kill')
     with FakeOpenAI(responder=Responder()) as srv:
         cfg = make_config(srv.base_url, concurrency=1)
         with pytest.raises(KeyboardInterrupt):
             judge_files(rubric, items, cfg, cache=cache, out=out, progress=stop, use_static_backend=False)
         time.sleep(0.2)  # the request in flight lands in the cache
-        assert len(out.read_text().splitlines()) == 1  # the first file is complete
+        lines = out.read_text().splitlines()
+        assert len(lines) == 2 and json.loads(lines[1])["rater"] == "llm"  # the first file, on its own line
         assert len(cache) >= 12
         again = judge_files(rubric, items, cfg, cache=cache, out=out, use_static_backend=False)
     assert again.usage.cache_hits >= 12 and again.usage.calls <= 6
-    assert len(out.read_text().splitlines()) == 3
+    assert len(out.read_text().splitlines()) == 4
 
 
 def test_requests_run_concurrently(rubric, kernel_file):

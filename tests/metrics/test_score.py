@@ -165,3 +165,27 @@ def test_bad_tables_name_file_row_and_column(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no episodes.csv"):
         load_run_dir(tmp_path / "empty")
+
+
+def test_propose_arm_and_partial_guidance(tmp_path):
+    run = make_run(tmp_path / "r", models=("m1",), tasks=("ta", "tb", "tc"), arms=("unguided", "guided", "propose"),
+                   seed=2)
+    # a second guided arm with L1 guidance only
+    import pandas as pd
+
+    eps = pd.read_csv(run / "episodes.csv")
+    extra = eps[eps["arm"] == "guided"].assign(guidance="L1", episode_id=lambda d: d["episode_id"] + "-L1")
+    pd.concat([eps, extra]).to_csv(run / "episodes.csv", index=False)
+    wl = pd.read_csv(run / "workloads.csv")
+    wextra = wl[wl["episode_id"].isin(extra["episode_id"].str.removesuffix("-L1"))].assign(
+        episode_id=lambda d: d["episode_id"] + "-L1")
+    pd.concat([wl, wextra]).to_csv(run / "workloads.csv", index=False)
+    res = score_runs([load_run_dir(run)], CFG)
+    assert {a.arm for a in res.arms} == {"unguided", "guided-L1", "guided", "propose"}
+    prop = _arm(res, "m1", "propose").metrics
+    assert prop["correctness"].value is None and prop["perf_score"].value is None  # no kernel, not zero
+    assert prop["proposed_L1"].value is not None and prop["implemented_L1"].value is None
+    assert {c.treatment for c in res.comparisons} == {"guided-L1", "guided"}
+    l1 = next(c for c in res.comparisons if c.treatment == "guided-L1").metrics["correctness"]
+    full = next(c for c in res.comparisons if c.treatment == "guided").metrics["correctness"]
+    assert l1.treatment == full.treatment  # the copied episodes are the same kernels

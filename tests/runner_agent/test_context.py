@@ -73,7 +73,7 @@ def test_text_mode_results_are_merged_user_messages_and_calls_rerendered():
     msgs, n_elided, _ = conv.view(keep_recent=2, max_chars=10_000_000)
     assert n_elided == 10
     roles = [m["role"] for m in msgs]
-    assert all(a != b or a != "user" for a, b in zip(roles, roles[1:]))  # no two user messages in a row
+    assert all(a != b or a != "user" for a, b in zip(roles, roles[1:], strict=False))  # no two user messages in a row
     assert "```tool" in msgs[4]["content"] and "elided" in msgs[4]["content"]
     calls, prose = parse_text_tool_calls(msgs[-2]["content"])
     assert prose == "turn 11" and calls[0].name == "write_file" and calls[0].arguments["content"].startswith("# v11")

@@ -60,7 +60,7 @@ def test_agent_writes_buggy_kernel_reads_failure_fixes_benchmarks_submits(tmp_pa
     versions = run_data["kernel_versions"].sort_values("version")
     assert [(out / p).read_text() for p in versions.file_path] == [BUGGY_SOFTMAX, FIXED_SOFTMAX]
     evals = run_data["evaluations"].sort_values("eval_id")
-    assert list(zip(evals.kind, evals.status, evals.kernel_version)) == [
+    assert list(zip(evals.kind, evals.status, evals.kernel_version, strict=True)) == [
         ("test", "incorrect", 1), ("test", "passed", 2), ("benchmark", "passed", 2), ("final", "passed", 2)]
     wl = run_data["workloads"].set_index("workload")
     assert set(wl.index) == {"smoke", "hidden"} and wl.time_ms.isna().all()
@@ -177,7 +177,8 @@ def test_text_fallback_when_the_server_refuses_tools(tmp_path: Path):
     def responder(body: dict) -> dict:
         if "tools" in body:
             return {"status": 400, "body": {"error": {"message": "tools are not supported by this model"}}}
-        n_results = sum(1 for m in body["messages"] if m["role"] == "user" and "[tool result: write_file" in m["content"])
+        n_results = sum(1 for m in body["messages"]
+                        if m["role"] == "user" and "[tool result: write_file" in m["content"])
         if not any(m["role"] == "assistant" for m in body["messages"]):
             return {"content": "design"}
         if n_results == 0:

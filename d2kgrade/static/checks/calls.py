@@ -26,24 +26,30 @@ def uses_call(facts: Facts, lang: str, *, name: str | list[str], in_loop: bool |
 
 
 @check("num_kernels")
-def num_kernels(facts: Facts, lang: str, *, min: int = 1, max: int | None = None) -> CheckResult:  # noqa: A002
+def num_kernels(facts: Facts, lang: str, *, min: int = 1, max: int | None = None,  # noqa: A002
+                launches: bool = False) -> CheckResult:
     """The number of distinct kernels launched from ``kernel(...)`` is within ``[min, max]`` (a ``.cu`` file without
-    host code counts its ``__global__`` functions)."""
+    host code counts its ``__global__`` functions). ``launches: true`` counts launch sites instead (one kernel
+    launched per bin of rows counts once per site)."""
     launched = facts.launched()
+    if launches:
+        sites = {(la.kernel, la.line) for la in facts.launches if la.kernel in facts.functions}
+        launched = [k for k, _ in sorted(sites, key=lambda s: s[1])]
     if lang != "any":
         want = "py" if lang == "triton" else "cuda"
         launched = [k for k in launched if facts.functions[k].lang == want]
+    names = ", ".join(dict.fromkeys(facts.functions[k].name for k in launched))
     if not launched and facts.suffix == "cu":
         launched = [f.key for f in facts.kernels("cuda") if f.kind == "global"]
     n = len(launched)
     spans = [span(la, f"launch of {facts.functions[la.kernel].name}") for la in facts.launches
              if la.kernel in launched][:4]
     ok = n >= min and (max is None or n <= max)
-    names = ", ".join(facts.functions[k].name for k in launched)
+    names = names or ", ".join(facts.functions[k].name for k in launched)
     bounds = f"[{min}, {max if max is not None else 'inf'}]"
     if ok:
-        return found(f"{n} kernel(s) launched ({names}), within {bounds}", spans, 0.9)
-    return missing(f"{n} kernel(s) launched ({names or 'none'}), outside {bounds}", spans, 0.9)
+        return found(f"{n} {'launch(es)' if launches else 'kernel(s)'} ({names}), within {bounds}", spans, 0.9)
+    return missing(f"{n} {'launch(es)' if launches else 'kernel(s)'} ({names or 'none'}), outside {bounds}", spans, 0.9)
 
 
 @check("asm_contains")

@@ -51,8 +51,9 @@ def _stride_kind(names: set[str]) -> str | None:
 @check("stride_loop")
 def stride_loop(facts: Facts, lang: str, *, kind: str = "grid") -> CheckResult:
     """A CUDA loop strides by the whole grid (``kind: grid``: ``i += blockDim.x * gridDim.x`` from a global thread
-    index, or ``r += gridDim.x`` from ``blockIdx.x``) or by the block (``kind: block``: ``i = threadIdx.x;
-    i += blockDim.x``, the threads of one block sweeping a row)."""
+    index, or ``r += gridDim.x`` from ``blockIdx.x``), by the block (``kind: block``: ``i = threadIdx.x;
+    i += blockDim.x``, the threads of one block sweeping a row) or by a warp (``kind: warp``: ``i = start + lane;
+    i += 32``, consecutive lanes on consecutive elements)."""
     fl = flow(facts)
     for fn in code(facts, "cuda"):
         for lp in fn.loops:
@@ -65,6 +66,10 @@ def stride_loop(facts: Facts, lang: str, *, kind: str = "grid") -> CheckResult:
                 return found(f"grid-stride loop in {fn.name}", span(lp, "grid-stride loop"), 0.9)
             if kind == "block" and sk == "block" and any(n.startswith("threadIdx") for n in start_names):
                 return found(f"block-stride loop in {fn.name}", span(lp, "block-stride loop"), 0.9)
+            if kind == "warp" and sk is None and ("warpSize" in step_names or any(
+                    n.kind == "const" and n.value == 32 for n in lp.step.walk())) and start_names:
+                return found(f"warp-stride loop (lanes over consecutive elements) in {fn.name}",
+                             span(lp, "warp-stride loop"), 0.85)
     return missing(f"no {kind}-stride loop in reachable CUDA code", confidence=0.85)
 
 
@@ -84,11 +89,19 @@ def warp_per_row(facts: Facts, lang: str) -> CheckResult:
                     break
         if not warp_vars:
             continue
+        mem = fl.memory_ops(fn)
         for a in fn.assigns:
-            names = {n.op for n, _, _ in fl.walk(a.value, fn, depth=3) if n.kind == "name"}
-            if names & warp_vars and any(x.startswith("blockIdx") for x in names) and not set(a.targets) & warp_vars:
-                return found(f"row index from blockIdx and warp id in {fn.name}",
-                             Span(a.line, a.end_line, "row = block * warps + warp"), 0.85)
+            if a.value.kind == "other":
+                continue
+            names = a.value.names()
+            if not (names & warp_vars and any(x.startswith("blockIdx") for x in names)) or set(a.targets) & warp_vars:
+                continue
+            row = a.targets[0]
+            used = [c for _, c, _ in mem if fl.refs(c.expr.args[0], fn, row)] if mem else []
+            if used:
+                return found(f"row index {row} from blockIdx and warp id in {fn.name}",
+                             [Span(a.line, a.end_line, "row = block * warps + warp"), span(used[0], "row access")],
+                             0.85)
     return missing("no row index built from a warp index", confidence=0.8)
 
 
@@ -132,3 +145,41 @@ def cooperative_groups(facts: Facts, lang: str) -> CheckResult:
     if hits:
         return found("cooperative groups", [Span(t.line, t.end_line, t.text[:40]) for t in hits[:4]], 0.9)
     return missing("no cooperative groups", confidence=0.85)
+
+
+@check("template_variants")
+def template_variants(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  # noqa: A002
+    """The host launches one CUDA kernel template with at least ``min`` different template arguments (tile shapes
+    chosen per problem shape: ``gemm<128, 256, 64><<<...>>>`` in one branch, ``gemm<128, 128, 64>`` in another)."""
+    by_kernel: dict[str, dict[str, object]] = {}
+    for la in facts.launches:
+        if la.kernel in facts.functions and facts.functions[la.kernel].lang == "cuda" and la.template:
+            by_kernel.setdefault(la.kernel, {})[la.template] = la
+    for k, variants in by_kernel.items():
+        if len(variants) >= min:
+            return found(f"{facts.functions[k].name} launched with {len(variants)} template configurations",
+                         [span(la, f"<{t}>") for t, la in list(variants.items())[:4]], 0.8)  # type: ignore[arg-type]
+    return missing(f"no kernel template launched with {min} different configurations", confidence=0.75)
+
+
+@check("smem_padding")
+def smem_padding(facts: Facts, lang: str) -> CheckResult:
+    """A 2-D ``__shared__`` tile is padded (``tile[32][32 + 1]``) or indexed with an XOR swizzle (``tile[r][c ^ r]``),
+    so column accesses by a warp hit distinct banks."""
+    for b in facts.shared:
+        if b.func not in facts.reachable:
+            continue
+        if len(b.dims) >= 2 and re.search(r"\+\s*\d", b.dims[-1]):
+            return found(f"padded shared tile {b.name}[{']['.join(b.dims)}]", Span(b.line, b.line, "padding"), 0.85)
+    names = {b.name for b in facts.shared if b.func in facts.reachable}
+    for fn in code(facts, "cuda"):
+        for a in fn.assigns:
+            for n in a.value.walk():
+                if n.kind == "sub" and n.args and n.args[0].kind in ("sub", "name") and any(
+                        x.kind == "bin" and x.op == "^" for i in n.args[1:] for x in i.walk()):
+                    base = n.args[0]
+                    while base.kind == "sub" and base.args:
+                        base = base.args[0]
+                    if base.kind == "name" and base.op in names:
+                        return found(f"XOR-swizzled shared index into {base.op}", span(n, "swizzle"), 0.8)
+    return missing("no padded or swizzled 2-D shared-memory tile", confidence=0.8)

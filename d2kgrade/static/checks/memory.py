@@ -4,9 +4,9 @@ vector accesses, and kernels that hand data to each other through a workspace.""
 from __future__ import annotations
 
 from d2kgrade.static.checkutil import as_list, code, exclusive, is_persistent, matches, span
-from d2kgrade.static.dataflow import Flow, flow
+from d2kgrade.static.dataflow import Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Call, Expr, Function
+from d2kgrade.static.ir import Call, Expr, Function, end_pos, pos
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 VECTOR_DEFAULT = ["float4", "uint4", "int4", "float2", "uint2", "int2", "double2", "half2", "__half2",
@@ -19,7 +19,7 @@ def _reduction_ok(fl: Flow, fn: Function, c: Call, names: list[str]) -> bool:
     return matches(c.name, names)
 
 
-def _fed(fl: Flow, fn: Function, tainted: set[str], seeds: set[int], reductions: list[str],
+def _fed(fl: Flow, fn: Function, tainted: Taint, seeds: set[int], reductions: list[str],
          depth: int = 0) -> tuple[dict[str, Call], list[Call]]:
     """Reductions (by requested name) and stores in ``fn`` (and helpers it calls) fed element-wise by the taint."""
     red: dict[str, Call] = {}
@@ -27,13 +27,13 @@ def _fed(fl: Flow, fn: Function, tainted: set[str], seeds: set[int], reductions:
     for kind, c, _ in fl.memory_ops(fn):
         if kind == "store":
             v = fl.stored_value(c)
-            if v is not None and fl.reads_through(v, fn, tainted, seeds):
+            if v is not None and fl.reads_through(v, fn, tainted, seeds, site_of(c)):
                 stores.append(c)
     for c in fn.calls:
         if c.name in ("tl.store", "store", "launch"):
             continue
         args = list(c.expr.args) + list((c.expr.kwargs or {}).values())
-        hit = [a for a in args if fl.reads_through(a, fn, tainted, seeds)]
+        hit = [a for a in args if fl.reads_through(a, fn, tainted, seeds, site_of(c))]
         if not hit:
             continue
         for r in reductions:
@@ -42,8 +42,8 @@ def _fed(fl: Flow, fn: Function, tainted: set[str], seeds: set[int], reductions:
         callee = fl.callee(c.name, fn) if c.expr.recv is None else None
         if callee is not None and callee.is_device and depth < 2 and callee is not fn:
             bound = {p for i, p in enumerate(callee.params)
-                     if (a := c.expr.kw(p, i)) is not None and fl.reads_through(a, fn, tainted, seeds)}
-            sub_t = fl.taint(callee, bound, set())
+                     if (a := c.expr.kw(p, i)) is not None and fl.reads_through(a, fn, tainted, seeds, site_of(c))}
+            sub_t = fl.taint(callee, Taint(set(), bound), set())
             r2, s2 = _fed(fl, callee, sub_t, set(), reductions, depth + 1)
             for k, v in r2.items():
                 red.setdefault(k, v)
@@ -53,12 +53,13 @@ def _fed(fl: Flow, fn: Function, tainted: set[str], seeds: set[int], reductions:
 
 @check("load_feeds")
 def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum", stores: int = 1,
-               min_sources: int = 1, single_load: bool = False) -> CheckResult:
+               min_sources: int = 1, min_loads: int = 1, single_load: bool = False) -> CheckResult:
     """One loaded value (or, with ``min_sources`` >= 2, one value combined from that many different input
-    pointers) feeds, element-wise, every reduction in ``reductions`` (call names; ``any`` = any reduction,
-    including warp shuffles and reducing helpers) and at least ``stores`` stores, in one kernel. With
-    ``single_load`` no other load of the same pointer may happen in that kernel (outside exclusive branches):
-    the data stays on chip between the reductions and the store."""
+    pointers; with ``min_loads`` >= 2, from that many load sites, possibly of one pointer) feeds, element-wise,
+    every reduction in ``reductions`` (call names; ``any`` = any reduction, including warp shuffles and reducing
+    helpers; ``[]`` = none needed) and at least ``stores`` stores, in one kernel. With ``single_load`` no other
+    load of the same pointer may happen in that kernel (outside exclusive branches): the data stays on chip
+    between the reductions and the store."""
     fl = flow(facts)
     reds = as_list(reductions)
     best: tuple[int, str] = (0, "no load in reachable kernels")
@@ -67,19 +68,18 @@ def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum
         loads = [(c, b) for kind, c, b in mem if kind == "load"]
         if not loads:
             continue
-        seeds_list: list[tuple[set[str], set[int], set[str], list[Call]]] = []
-        if min_sources <= 1:
+        seeds_list: list[tuple[Taint, set[int], set[str], list[Call]]] = []
+        if min_sources <= 1 and min_loads <= 1:
             for c, b in loads:
-                seeds_list.append((fl.taint(fn, set(), {id(c.expr)}), {id(c.expr)}, b, [c]))
+                seeds_list.append((fl.taint(fn, None, {id(c.expr)}), {id(c.expr)}, b, [c]))
         else:
-            per_load = [(c, b, fl.taint(fn, set(), {id(c.expr)})) for c, b in loads]
+            per_load = [(c, b, fl.taint(fn, None, {id(c.expr)})) for c, b in loads]
             for a in fn.assigns:
-                for v in a.targets:
-                    srcs = [(c, b) for c, b, t in per_load if v in t and b]
-                    distinct = {frozenset(b) for _, b in srcs}
-                    if len(distinct) >= min_sources:
-                        seeds_list.append((fl.taint(fn, {v}, set()), set(), set().union(*distinct),
-                                           [c for c, _ in srcs]))
+                srcs = [(c, b) for c, b, t in per_load if id(a) in t.defs and b]
+                distinct = {frozenset(b) for _, b in srcs}
+                if len(distinct) >= min_sources and len(srcs) >= min_loads:
+                    seeds_list.append((fl.taint(fn, Taint({id(a)}, set()), set()), set(), set().union(*distinct),
+                                       [c for c, _ in srcs]))
         for tainted, seeds, bases, seed_calls in seeds_list:
             red, fed_stores = _fed(fl, fn, tainted, seeds, reds)
             score = len(red) + min(len(fed_stores), stores)
@@ -140,9 +140,11 @@ def cache_modifier(facts: Facts, lang: str, *, value: str | list[str], op: str =
 
 
 @check("tile_sweeps")
-def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded") -> CheckResult:  # noqa: A002
+def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded",  # noqa: A002
+                store_in_last: bool = False) -> CheckResult:
     """One kernel runs at least ``min`` consecutive loops (siblings, not nested) over the same data: the later loop
-    loads a pointer that the first loop loaded (``reload: loaded``), stored (``stored``) or either (``any``)."""
+    loads a pointer that the first loop loaded (``reload: loaded``), stored (``stored``) or either (``any``).
+    ``store_in_last``: the last sweep also stores (it writes the output, e.g. a gradient)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         mem = fl.memory_ops(fn)
@@ -150,7 +152,7 @@ def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded"
         for kind, c, b in mem:
             for lid in c.loops:
                 by_loop.setdefault(lid, []).append((kind, b))
-        loops = sorted((lp for lp in fn.loops if lp.id in by_loop), key=lambda lp: lp.line)
+        loops = sorted((lp for lp in fn.loops if lp.id in by_loop), key=pos)
         for i, first in enumerate(loops):
             chain = [first]
             first_bases = {x for kind, b in by_loop[first.id] if reload == "any" or
@@ -158,12 +160,14 @@ def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded"
             if not first_bases:
                 continue
             for later in loops[i + 1:]:
-                if later.parent != first.parent or later.line <= chain[-1].end_line or exclusive(
+                if later.parent != first.parent or pos(later) <= end_pos(chain[-1]) or exclusive(
                         first.guards, later.guards):
                     continue
                 loaded = {x for kind, b in by_loop[later.id] if kind == "load" for x in b}
                 if loaded & first_bases:
                     chain.append(later)
+            if store_in_last and not any(kind == "store" for kind, _ in by_loop[chain[-1].id]):
+                continue
             if len(chain) >= min:
                 base = ", ".join(sorted(first_bases & {x for kind, b in by_loop[chain[-1].id] for x in b}))
                 return found(f"{len(chain)} sweeps in {fn.name} over {base}",
@@ -184,13 +188,13 @@ def hoisted_load(facts: Facts, lang: str, *, into: str = "persistent") -> CheckR
         loads = [c for kind, c, _ in fl.memory_ops(fn) if kind == "load"]
         for lp in loops:
             for c in loads:
-                if lp.id in c.loops or c.line >= lp.line:
+                if lp.id in c.loops or pos(c) >= pos(lp):
                     continue
-                t = fl.taint(fn, set(), {id(c.expr)})
-                t.discard("")
-                used = [a for a in fn.assigns if lp.id in a.loops and fl.reads_through(a.value, fn, t, set())]
+                t = fl.taint(fn, None, {id(c.expr)})
+                used = [a for a in fn.assigns if lp.id in a.loops and fl.reads_through(a.value, fn, t, set(),
+                                                                                       site_of(a))]
                 used += [x for x in fn.calls if lp.id in x.loops and x.name in ("tl.store", "store")
-                         and fl.reads_through(x.expr, fn, t, set())]
+                         and fl.reads_through(x.expr, fn, t, set(), site_of(x))]
                 if used:
                     return found(f"in {fn.name}, a load at line {c.line} is reused inside the loop at line {lp.line}",
                                  [span(c, "load before the loop"), span(lp, "loop"),
@@ -407,28 +411,41 @@ def _unit_arange(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> Expr | None
 
 
 @check("contiguous_tile_access")
-def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4) -> CheckResult:
+def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4, op: str = "load") -> CheckResult:
     """Loads that Triton can issue as 128-bit vectors: a tile whose innermost index is ``tl.arange`` with unit
     stride, from a kernel that leaves its integer arguments specialisable (no ``do_not_specialize``), so row
     strides divisible by 16 are known to the compiler; block-pointer and descriptor loads count too. When the
     block size and ``num_warps`` of a launch are both constants, each thread must get at least
-    ``min_per_thread`` contiguous elements (``BLOCK >= min_per_thread * 32 * num_warps``)."""
+    ``min_per_thread`` contiguous elements (``BLOCK >= min_per_thread * 32 * num_warps``). ``op``: ``load``,
+    ``store``, or ``both`` (one kernel whose loads and stores are both contiguous, as a transpose needs)."""
+    if op == "both":
+        fl = flow(facts)
+        for fn in code(facts, "triton"):
+            sub = Facts(facts.path, facts.text, facts.suffix, functions=facts.functions, reachable={fn.key},
+                        launches=facts.launches, consts=facts.consts)
+            sub._cache["flow"] = fl
+            a = contiguous_tile_access(sub, lang, min_per_thread=min_per_thread, op="load")
+            b = contiguous_tile_access(sub, lang, min_per_thread=min_per_thread, op="store")
+            if a.passed and b.passed:
+                return found(f"contiguous loads and stores in {fn.name}", a.evidence[:1] + b.evidence[:1], 0.75)
+        return missing("no kernel whose loads and stores are both unit-stride along their innermost index",
+                       confidence=0.7)
     fl = flow(facts)
-    reason = "no load with a unit-stride tl.arange innermost index"
+    reason = f"no {op} with a unit-stride tl.arange innermost index"
     for fn in code(facts, "triton"):
         if fn.do_not_specialize:
             reason = f"{fn.name} disables specialisation of {fn.do_not_specialize}"
             continue
         for kind, c, _ in fl.memory_ops(fn):
-            if kind != "load":
+            if kind != op:
                 continue
             if c.name.startswith("."):
-                return found(f"descriptor load in {fn.name}", span(c, "TMA load"), 0.8)
+                return found(f"descriptor {op} in {fn.name}", span(c, f"TMA {op}"), 0.8)
             ptr = c.expr.kw("pointer", 0)
             if ptr is None:
                 continue
             if any(n.kind == "call" and n.op == "tl.make_block_ptr" for n, _, _ in fl.walk(ptr, fn, depth=3)):
-                return found(f"block-pointer load in {fn.name}", span(c, "block-pointer load"), 0.75)
+                return found(f"block-pointer {op} in {fn.name}", span(c, f"block-pointer {op}"), 0.75)
             ar = _unit_arange(fl, ptr, fn)
             if ar is None or len(ar.args) != 2:
                 continue
@@ -447,6 +464,6 @@ def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4) 
                         reason = (f"{fn.name} is launched with {size.op}={bv} and num_warps={wv}: fewer than "
                                   f"{min_per_thread} contiguous elements per thread")
             if not narrow:
-                return found(f"unit-stride tile loads in {fn.name}", [span(c, "contiguous load"),
+                return found(f"unit-stride tile {op}s in {fn.name}", [span(c, f"contiguous {op}"),
                                                                       span(ar, "innermost index")], 0.75)
     return missing(reason, confidence=0.7)

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from d2kgrade.static.checkutil import as_list, code, matches, span
-from d2kgrade.static.dataflow import EXPS, LOADS, MAXES, Flow, flow
+from d2kgrade.static.dataflow import EXPS, LOADS, MAXES, Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Assign, Expr, Function
+from d2kgrade.static.ir import Assign, Expr, Function, pos
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 DIVISIONS = {"__fdividef", "fdividef", "tl.fdiv", "tl.div_rn", "libdevice.div_rn", "__fdiv_rn", "__hdiv"}
@@ -128,7 +128,8 @@ def reduction_in_fp32(facts: Facts, lang: str, *, name: str | list[str] = "tl.su
         for c in fn.calls:
             if not (matches(c.name, names) or ("any" in names and fl.is_reduction(c.expr, fn))):
                 continue
-            for arg in c.expr.args[:1]:
+            value_arg = 1 if c.name.startswith("__shfl") else 0  # __shfl_xor_sync(mask, value, lane)
+            for arg in c.expr.args[value_arg:value_arg + 1]:
                 v = _loads_cast(fl, arg, fn, dtype, set())
                 if v is None:
                     continue
@@ -159,20 +160,29 @@ def call_on_reduction(facts: Facts, lang: str, *, name: str | list[str]) -> Chec
     return missing(f"no {' / '.join(names)} applied to a reduced value", confidence=0.85)
 
 
-def _load_taint(fl: Flow, fn: Function) -> set[str]:
-    def compute() -> set[str]:
+def _load_taint(fl: Flow, fn: Function) -> Taint:
+    def compute() -> Taint:
         seeds = {id(c.expr) for kind, c, _ in fl.memory_ops(fn) if kind == "load"}
-        return fl.taint(fn, set(), seeds) | {"<seeds>"}
+        return fl.taint(fn, None, seeds)
     return fl.facts.memo(f"load-taint:{fn.key}", compute)
 
 
+def _sites(fn: Function):  # noqa: ANN202
+    """Every expression of ``fn`` that is evaluated, with where it is read."""
+    for a in fn.assigns:
+        yield a.value, site_of(a)
+    for c in fn.calls:
+        if c.name in ("tl.store", "store"):
+            yield c.expr, site_of(c)
+
+
 def _divisions(fn: Function):  # noqa: ANN202
-    for e in [a.value for a in fn.assigns] + [c.expr for c in fn.calls if c.name in ("tl.store", "store")]:
+    for e, site in _sites(fn):
         for n in e.walk():
             if n.kind == "bin" and n.op == "/" and len(n.args) == 2:
-                yield n, n.args[0], n.args[1]
+                yield n, n.args[0], n.args[1], site
             elif n.kind == "call" and n.op in DIVISIONS and len(n.args) == 2:
-                yield n, n.args[0], n.args[1]
+                yield n, n.args[0], n.args[1], site
 
 
 @check("division_by_reduction")
@@ -183,10 +193,10 @@ def division_by_reduction(facts: Facts, lang: str) -> CheckResult:
     for fn in code(facts, lang):
         taint = _load_taint(fl, fn)
         seeds = {id(c.expr) for kind, c, _ in fl.memory_ops(fn) if kind == "load"}
-        for node, num, den in _divisions(fn):
+        for node, num, den, site in _divisions(fn):
             if fl.fold(num, fn) is not None:
                 continue
-            if not fl.reads_through(num, fn, taint, seeds):
+            if not fl.reads_through(num, fn, taint, seeds, site):
                 continue
             red = fl.reduction_derived(den, fn)
             if red is not None:
@@ -217,12 +227,12 @@ def reciprocal_multiply(facts: Facts, lang: str) -> CheckResult:
                     recips.append((a, n))
         for a, n in recips:
             names = set(a.targets)
-            for e in [b.value for b in fn.assigns] + [c.expr for c in fn.calls if c.name in ("tl.store", "store")]:
+            for e, site in _sites(fn):
                 for m in e.walk():
                     if m.kind == "bin" and m.op == "*" and len(m.args) == 2:
                         x, y = m.args
                         for p, q in ((x, y), (y, x)):
-                            if p.names() & names and fl.reads_through(q, fn, taint, seeds):
+                            if p.names() & names and fl.reads_through(q, fn, taint, seeds, site):
                                 return found(f"reciprocal {', '.join(a.targets)} computed once and multiplied in "
                                              f"{fn.name}", [Span(a.line, a.end_line, "reciprocal"),
                                                             span(m, "multiply")], 0.85)
@@ -256,3 +266,125 @@ def warp_reduction(facts: Facts, lang: str, *, no_block_sync: bool = False) -> C
         return found(f"warp-level reduction in {fn.name}" + (" with no block barrier" if no_block_sync else ""),
                      span(hit, hit.name), 0.85)
     return missing("no warp-shuffle reduction" + (" without __syncthreads" if no_block_sync else ""), confidence=0.85)
+
+
+def _centered(fl: Flow, e: Expr, fn: Function) -> bool:
+    """Does ``e`` subtract a reduced value (``x - mean``)?"""
+    for n, f, env in fl.walk(e, fn, depth=3):
+        if n.kind == "bin" and n.op == "-" and len(n.args) == 2 and fl.fold(n.args[1], f, env) is None:
+            if fl.reduction_derived(n.args[1], f, env) is not None:
+                return True
+    return False
+
+
+def _squares(fl: Flow, red: Expr, fn: Function) -> tuple[list[Expr], list[Expr]]:
+    """Squares reduced by ``red``: (centered ones, raw ones)."""
+    centered, raw = [], []
+    for n, f, _ in fl.walk(red.args[0], fn, depth=4) if red.args else ():
+        sq = None
+        if n.kind == "bin" and n.op == "*" and len(n.args) == 2:
+            sq = n.args
+        elif n.kind == "bin" and n.op == "**" and len(n.args) == 2 and fl.fold(n.args[1], f) == 2:
+            sq = (n.args[0], n.args[0])
+        if sq is None:
+            continue
+        if all(_centered(fl, x, f) for x in sq):
+            centered.append(n)
+        elif not any(_centered(fl, x, f) for x in sq) and all(x.kind != "const" for x in sq):
+            raw.append(n)
+    return centered, raw
+
+
+@check("centered_square_reduction")
+def centered_square_reduction(facts: Facts, lang: str, *, raw: bool = False) -> CheckResult:
+    """A reduction sums squared deviations from a reduced value (``tl.sum((x - mean) * (x - mean))``): a stable
+    variance. With ``raw: true`` it looks instead for a reduction of uncentered squares (``tl.sum(x * x)``, the
+    E[x^2] - E[x]^2 form), usually negated; a ``tl.reduce`` with a combine function (Welford) counts as centered."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if not fl.is_reduction(c.expr, fn):
+                continue
+            if c.name == "tl.reduce" and len(c.expr.args) >= 3 and not raw:
+                return found(f"tl.reduce with a combine function in {fn.name}", span(c, "Welford reduce"), 0.75)
+            cen, unc = _squares(fl, c.expr, fn)
+            hits = unc if raw else cen
+            if hits:
+                what = "uncentered squares" if raw else "squared deviations from a reduced mean"
+                return found(f"{c.name} of {what} in {fn.name}", [span(c, "reduction"), span(hits[0], "square")], 0.85)
+    return missing("no reduction of " + ("uncentered squares" if raw else "squared deviations from a mean"),
+                   confidence=0.8)
+
+
+@check("chan_merge")
+def chan_merge(facts: Facts, lang: str) -> CheckResult:
+    """A loop merges running (count, mean, M2) statistics with Chan's formula: a carried M2 is updated with the
+    square of a difference of means (``m2 += tm2 + delta * delta * n * tn / (n + tn)``, ``delta = tmean - mean``)."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for lid, by_var in fl.carried(fn).items():
+            loop = fn.loop(lid)
+            for v, ups in by_var.items():
+                others = [o for o in by_var if o != v]
+                for a in ups:
+                    for n, f, env in fl.walk(a.value, fn, within=loop, depth=4):
+                        if n.kind != "bin" or n.op not in ("*", "**") or len(n.args) != 2:
+                            continue
+                        ops = n.args if n.op == "*" else (n.args[0],)
+                        if all(any(d.kind == "bin" and d.op == "-" and any(
+                                fl.refs(s, f, o, fn, env, within=loop) for s in d.args for o in others)
+                                for d, _, _ in fl.walk(x, f, env, within=loop, depth=3)) for x in ops):
+                            return found(f"Chan merge of running statistics in {fn.name}",
+                                         [Span(a.line, a.end_line, f"{v} merged"), span(loop, "loop")], 0.85)  # type: ignore
+    return missing("no loop-carried (mean, M2) merge with a squared difference of means", confidence=0.8)
+
+
+@check("atomic_of_reduction")
+def atomic_of_reduction(facts: Facts, lang: str) -> CheckResult:
+    """An atomic add publishes a reduced partial (``tl.atomic_add(y + row, tl.sum(chunk))``, ``atomicAdd(&y[r],
+    warp_sum)``): one atomic per chunk, not per element."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if c.name in ("tl.atomic_add", "atomicAdd", "atomicAdd_block", "atomicAdd_system"):
+                v = c.expr.kw("val", 1)
+                if v is not None and fl.reduction_derived(v, fn) is not None:
+                    return found(f"atomic add of a reduced partial in {fn.name}", span(c, "atomic"), 0.85)
+    return missing("no atomic add of a reduced partial", confidence=0.8)
+
+
+@check("accumulator_dtype")
+def accumulator_dtype(facts: Facts, lang: str, *, dtype: str = "fp32") -> CheckResult:
+    """Every loop-carried accumulator of loaded data starts as ``dtype`` (``tl.zeros([B], dtype=tl.float32)``,
+    a float literal, ``float acc = 0.f``), and at least one exists."""
+    from d2kgrade.static.lower import dtype_of
+
+    fl = flow(facts)
+    good: list[Span] = []
+    for fn in code(facts, lang):
+        taint = _load_taint(fl, fn)
+        for lid, by_var in fl.carried(fn).items():
+            for v, ups in by_var.items():
+                if not any(u.aug == "+" or (u.value.kind == "bin" and u.value.op == "+") for u in ups):
+                    continue
+                if not any(fl.reads_through(u.value, fn, taint, set(), site_of(u)) for u in ups):
+                    continue
+                inits = [a for a in fn.defs().get(v, []) if lid not in a.loops and pos(a) < pos(ups[0])]
+                for a in inits:
+                    val = a.value
+                    if val.kind == "call" and val.op in ("tl.zeros", "tl.full", "tl.zeros_like"):
+                        dt = dtype_of(val.kw("dtype", 1 if val.op == "tl.zeros" else 2))
+                    elif val.kind == "cast":
+                        dt = val.op
+                    elif val.kind == "const":
+                        dt = "fp32" if isinstance(val.value, float) else "int32" if isinstance(val.value, int) else None
+                    else:
+                        dt = None
+                    if dt is not None and dt != dtype:
+                        return missing(f"accumulator {v} in {fn.name} starts as {dt}, not {dtype}",
+                                       [Span(a.line, a.end_line, "accumulator init")], 0.8)
+                    if dt == dtype:
+                        good.append(Span(a.line, a.end_line, f"{v}: {dtype} accumulator"))
+    if good:
+        return found(f"{len(good)} {dtype} accumulator(s)", good[:4], 0.8)
+    return missing(f"no {dtype} loop accumulator of loaded data", confidence=0.7)

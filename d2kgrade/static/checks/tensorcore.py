@@ -42,12 +42,20 @@ def tl_dot_in_k_loop(facts: Facts, lang: str, *, acc_dtype: str | None = "fp32")
                         continue
                     inits = [a for a in fn.defs().get(var, []) if lid not in a.loops]
                     dt = None
-                    for a in inits:
-                        v = a.value
+                    values = [a.value for a in inits]
+                    for _ in range(3):  # acc@helper = acc: follow plain copies to the tl.zeros
+                        copies = [v for v in values if v.kind == "name"]
+                        if not copies:
+                            break
+                        values = [v for v in values if v.kind != "name"] + [
+                            a.value for v in copies for a in fn.defs().get(v.op, []) if lid not in a.loops]
+                    for v in values:
                         if v.kind == "call" and v.op in ("tl.zeros", "tl.full", "tl.zeros_like"):
                             dt = dtype_of(v.kw("dtype", 1 if v.op == "tl.zeros" else 2))
                         elif v.kind == "cast":
                             dt = v.op
+                        if dt is not None:
+                            break
                     if acc_dtype is not None and dt != acc_dtype:
                         best = f"tl.dot accumulates into {var}, created as {dt or 'an unknown dtype'}, not {acc_dtype}"
                         continue
@@ -87,3 +95,20 @@ def async_copy(facts: Facts, lang: str, *, kind: str = "cp.async") -> CheckResul
     if hits:
         return found(f"asynchronous copies ({kind})", hits[:4], 0.9)
     return missing(f"no {kind} asynchronous copy in reachable CUDA code", confidence=0.85)
+
+
+@check("dot_low_precision_operand")
+def dot_low_precision_operand(facts: Facts, lang: str, *, dtypes: list[str] | None = None) -> CheckResult:
+    """A ``tl.dot`` takes as its first operand a value converted in registers to a 16-bit type (``p.to(tl.bfloat16)``
+    or ``p.to(v.dtype)``) while accumulating into a passed-in accumulator: P feeds the tensor cores straight from
+    registers."""
+    want = set(dtypes or ["bf16", "fp16", "fp8"])
+    fl = flow(facts)
+    for fn in code(facts, "triton"):
+        for c in fn.calls:
+            if c.name != "tl.dot" or not c.expr.args:
+                continue
+            for n, _, _ in fl.walk(c.expr.args[0], fn, depth=2):
+                if (n.kind == "cast" and n.op in want) or (n.kind == "call" and n.op == ".to"):
+                    return found(f"tl.dot on a register-converted operand in {fn.name}", span(c, "tl.dot"), 0.85)
+    return missing("no tl.dot whose first operand is converted to 16 bits in registers", confidence=0.8)

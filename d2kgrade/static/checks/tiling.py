@@ -146,8 +146,9 @@ def grouped_tile_order(facts: Facts, lang: str) -> CheckResult:
         mods: list[tuple[Expr, Expr]] = []
         for a in fn.assigns:
             for n in a.value.walk():
-                if n.kind == "bin" and n.op in ("//", "%") and len(n.args) == 2:
-                    (divs if n.op == "//" else mods).append((n, a.value))
+                if n.kind == "bin" and len(n.args) == 2 and (
+                        n.op in ("//", "%") or (n.op == "/" and fn.lang == "cuda")):  # C: int / int
+                    (mods if n.op == "%" else divs).append((n, a.value))
         for node, _ in divs:
             left, right = node.args
             if not fl.pid_derived(left, fn):
@@ -255,3 +256,152 @@ def program_id_axis(facts: Facts, lang: str, *, axis: int = 1) -> CheckResult:
             if dims.get(axis, "") in a.value.names():
                 return found(f"{dims[axis]} in {fn.name}", Span(a.line, a.end_line), 0.9)
     return missing(f"no kernel uses grid axis {axis}", confidence=0.85)
+
+
+def _arange_dims(fl: Flow, e: Expr, fn: Function) -> int:
+    """Rank of the broadcast tile an address expression builds from ``tl.arange`` (``a[:, None] + b[None, :]`` ->
+    2); 1 for a plain ``tl.arange``; 0 when there is none."""
+    rank = 0
+    for n, f, _ in fl.walk(e, fn, depth=4):
+        if n.kind == "sub" and n.args:
+            idx = n.args[1:]
+            if len(idx) >= 2 and any(i.kind == "const" and i.value is None for i in idx):
+                inner = n.args[0]
+                if any(x.kind == "call" and x.op == "tl.arange" for x, _, _ in fl.walk(inner, f, depth=3)):
+                    rank = max(rank, len(idx))
+        elif n.kind == "call" and n.op == "tl.arange":
+            rank = max(rank, 1)
+        elif n.kind == "call" and n.op in ("tl.make_block_ptr", "tl.make_tensor_descriptor"):
+            shape = n.kw("block_shape")
+            if shape is not None and shape.kind == "tuple":
+                rank = max(rank, len(shape.args))
+    return rank
+
+
+@check("tile_rank")
+def tile_rank(facts: Facts, lang: str, *, min: int = 2, op: str = "load") -> CheckResult:  # noqa: A002
+    """A reachable ``tl.load`` (``op: load``) or ``tl.store`` (``store``) addresses a tile of rank >= ``min`` built
+    by broadcasting aranges (``rows[:, None] * stride + cols[None, :]``; 3 for ``[:, None, None]``), or a block
+    pointer/descriptor of that rank: several rows (tokens, heads) per program."""
+    fl = flow(facts)
+    best = 0
+    for fn in code(facts, "triton"):
+        for kind, c, _ in fl.memory_ops(fn):
+            if kind != op or c.name.startswith("."):
+                continue
+            ptr = c.expr.kw("pointer", 0)
+            r = _arange_dims(fl, ptr, fn) if ptr is not None else 0
+            best = max(best, r)
+            if r >= min:
+                return found(f"{r}-D tile {op} in {fn.name}", span(c, f"{r}-D tile"), 0.85)
+    return missing(f"no {op} of a tile of rank >= {min} (largest: {best})", confidence=0.8)
+
+
+def _arange_sizes(fl: Flow, e: Expr, fn: Function) -> list[Expr]:
+    return [n.args[1] for n, f, _ in fl.walk(e, fn, depth=4) if f is fn and n.kind == "call" and n.op == "tl.arange"
+            and len(n.args) == 2]
+
+
+def _param_values(fl: Flow, fn: Function, e: Expr) -> list[int | None]:
+    """Compile-time values an arange size takes: folded, from launch arguments, autotune configs or heuristics."""
+    v = fl.fold(e, fn)
+    if isinstance(v, int):
+        return [v]
+    if e.kind != "name" or e.op not in fn.params:
+        return [None]
+    out: list[int | None] = []
+    if fn.autotune:
+        out += [c.kwargs.get(e.op) if isinstance(c.kwargs.get(e.op), int) else None for c in fn.autotune.configs
+                if e.op in c.kwargs]
+    for src, caller in fl.param_sources(fn, e.op):
+        sv = fl.fold(src, caller)
+        out.append(sv if isinstance(sv, int) else None)
+    return out or [None]
+
+
+@check("work_per_program")
+def work_per_program(facts: Facts, lang: str, *, min_elements: int = 2048) -> CheckResult:
+    """Each program handles a tile of at least ``min_elements`` elements per load (the product of its
+    ``tl.arange`` sizes, from constants, launch arguments or autotune configs); a size only known at run time
+    (``triton.next_power_of_2(N)``) counts as large enough."""
+    fl = flow(facts)
+    best = 0
+    for fn in code(facts, "triton"):
+        for kind, c, _ in fl.memory_ops(fn):
+            if kind != "load" or c.name.startswith("."):
+                continue
+            ptr = c.expr.kw("pointer", 0)
+            sizes = _arange_sizes(fl, ptr, fn) if ptr is not None else []
+            if not sizes:
+                continue
+            total: int | None = 1
+            for s in sizes:
+                vals = _param_values(fl, fn, s)
+                known = [v for v in vals if v is not None]
+                if len(known) < len(vals):
+                    total = None
+                    break
+                total = (total or 1) * min(known)
+            if total is None or total >= min_elements:
+                return found(f"{fn.name} loads tiles of " + (f"{total}" if total else "run-time sized")
+                             + " elements", span(c, "tile load"), 0.75)
+            best = max(best, total)
+    return missing(f"tiles of at most {best} elements per load, fewer than {min_elements}", confidence=0.75)
+
+
+@check("pid_bounded_loop")
+def pid_bounded_loop(facts: Facts, lang: str) -> CheckResult:
+    """A loop's range bound depends on the program id but the loop is not a persistent one (``for n in
+    tl.range(0, (start_m + 1) * BLOCK_M, BLOCK_N)``): work skipped per program, as in causal block skipping."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for lp in fn.loops:
+            if is_persistent(fl, fn, lp):
+                continue
+            for e in (lp.stop, lp.start):
+                if e is not None and fl.pid_derived(e, fn):
+                    return found(f"loop bound from the program id in {fn.name}", span(lp, "bounded loop"), 0.8)
+    return missing("no loop whose bounds depend on the program id", confidence=0.8)
+
+
+@check("reversed_pid")
+def reversed_pid(facts: Facts, lang: str) -> CheckResult:
+    """Work items are taken in reverse launch order (``start_m = num_blocks - 1 - tl.program_id(0)``), so the
+    heaviest blocks start first."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for a in fn.assigns:
+            for n in a.value.walk():
+                if n.kind == "bin" and n.op == "-" and len(n.args) == 2 and fl.pid_derived(n.args[1], fn) \
+                        and not fl.pid_derived(n.args[0], fn):
+                    return found(f"reversed program order in {fn.name}", Span(a.line, a.end_line, "n - pid"), 0.8)
+    return missing("program ids are used in launch order", confidence=0.8)
+
+
+@check("shape_dependent_blocks")
+def shape_dependent_blocks(facts: Facts, lang: str) -> CheckResult:
+    """Block sizes are chosen per problem shape: autotuned over several values of a block parameter with a
+    ``key``, set by ``@triton.heuristics``, or computed on the host from the sizes at launch."""
+    fl = flow(facts)
+    for fn in code(facts, "triton"):
+        if fn.autotune and fn.autotune.key:
+            for p in fn.constexprs:
+                vals = {str(c.kwargs.get(p)) for c in fn.autotune.configs if p in c.kwargs}
+                if len(vals) >= 2:
+                    return found(f"{fn.name}: {p} autotuned over {len(vals)} values",
+                                 Span(fn.autotune.line, fn.autotune.end_line, "configs"), 0.8)
+        for p in fn.constexprs:
+            if p in fn.heuristics:
+                return found(f"{fn.name}: {p} set by a heuristic", span(fn.heuristics[p], "heuristic"), 0.8)
+        for la in fl.launches_of(fn):
+            caller = facts.functions.get(la.caller)
+            if caller is None:
+                continue
+            for p in sorted(fn.constexprs):
+                e = fl.launch_arg(la, fn, p)
+                if e is None or fl.fold(e, caller) is not None:
+                    continue
+                if any(n.kind == "call" and n.op == "tl.arange" and len(n.args) == 2 and n.args[1].kind == "name"
+                       and n.args[1].op == p for c in fn.calls for n in c.expr.walk()):
+                    return found(f"{fn.name}: block size {p} computed at launch", span(la, "launch"), 0.75)
+    return missing("block sizes are the same for every shape", confidence=0.75)

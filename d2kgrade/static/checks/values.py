@@ -1,0 +1,150 @@
+"""Value-flow checks: gathers, what gets stored (row statistics, several outputs), read-modify-write buffers,
+accumulators written out after a loop, and branches on loaded values."""
+
+from __future__ import annotations
+
+from d2kgrade.static.checkutil import code, is_persistent, span
+from d2kgrade.static.dataflow import LOADS, Flow, flow, site_of
+from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Call, Expr, Function, end_pos, pos
+from d2kgrade.static.registry import CheckResult, Span, check, found, missing
+
+
+def _loaded_names(fl: Flow, fn: Function) -> set[str]:
+    """Names assigned directly from a load (indices, targets, positions read from memory)."""
+    out = set()
+    for a in fn.assigns:
+        v = a.value
+        while v.kind in ("cast",) and v.args:
+            v = v.args[0]
+        if v.kind == "call" and (v.op in LOADS or (v.op == ".load" and fn.kind == "jit")):
+            out.update(a.targets)
+    return out
+
+
+def _address(c: Call) -> Expr | None:
+    return c.expr.kw("pointer", 0) if not c.name.startswith(".") else (c.expr.args[0] if c.expr.args else None)
+
+
+@check("gather_load")
+def gather_load(facts: Facts, lang: str) -> CheckResult:
+    """A load whose address depends on a value loaded from memory (``x[col_idx[j]]``, ``logits[row, target]``,
+    ``cos[pos[t]]``): a data-dependent gather."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        loaded = _loaded_names(fl, fn)
+        mem = fl.memory_ops(fn)
+        inner = {id(c.expr) for kind, c, _ in mem if kind == "load"}
+        for kind, c, _ in mem:
+            if kind != "load":
+                continue
+            addr = _address(c)
+            if addr is None:
+                continue
+            for n, f, _ in fl.walk(addr, fn, depth=4):
+                if f is fn and ((n.kind == "name" and n.op in loaded) or (n is not c.expr and id(n) in inner)):
+                    return found(f"gather in {fn.name}: the address of the load at line {c.line} comes from a load",
+                                 span(c, "gather"), 0.85)
+    return missing("no load whose address depends on loaded data", confidence=0.8)
+
+
+@check("stores_row_stats")
+def stores_row_stats(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  # noqa: A002
+    """One kernel stores at least ``min`` reduced values (per-row statistics such as mean and rstd, or a loss)."""
+    fl = flow(facts)
+    best = 0
+    for fn in code(facts, lang):
+        hits = []
+        for kind, c, b in fl.memory_ops(fn):
+            if kind != "store":
+                continue
+            v = fl.stored_value(c)
+            if v is not None and fl.reduction_derived(v, fn) is not None and not _elementwise(fl, fn, c, v):
+                hits.append(c)
+        best = max(best, len(hits))
+        if len(hits) >= min:
+            return found(f"{fn.name} stores {len(hits)} reduced values", [span(c, "row statistic") for c in hits[:4]],
+                         0.85)
+    return missing(f"no kernel stores {min} reduced values (best: {best})", confidence=0.8)
+
+
+def _elementwise(fl: Flow, fn: Function, c: Call, v: Expr) -> bool:
+    from d2kgrade.static.checks.reductions import _load_taint
+
+    seeds = {id(x.expr) for kind, x, _ in fl.memory_ops(fn) if kind == "load"}
+    return fl.reads_through(v, fn, _load_taint(fl, fn), seeds, site_of(c))
+
+
+@check("stores_distinct")
+def stores_distinct(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  # noqa: A002
+    """One kernel writes through at least ``min`` different pointer parameters (several outputs in one pass)."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        bases: dict[str, Call] = {}
+        for kind, c, b in fl.memory_ops(fn):
+            if kind == "store":
+                for x in b:
+                    bases.setdefault(x, c)
+        if len(bases) >= min:
+            return found(f"{fn.name} stores to {', '.join(sorted(bases))}",
+                         [span(c, f"store to {b}") for b, c in list(bases.items())[:4]], 0.85)
+    return missing(f"no kernel stores to {min} different outputs", confidence=0.8)
+
+
+@check("read_modify_write")
+def read_modify_write(facts: Facts, lang: str, *, in_loop: bool = True) -> CheckResult:
+    """A kernel loads and stores the same buffer (``in_loop``: inside one loop): a private partial row updated in
+    place (L2-resident), with no atomics."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        mem = fl.memory_ops(fn)
+        for kind, c, b in mem:
+            if kind != "store" or not b or (in_loop and not c.loops):
+                continue
+            for k2, c2, b2 in mem:
+                if k2 == "load" and b2 & b and (not in_loop or set(c.loops) & set(c2.loops)):
+                    return found(f"{fn.name} reads and writes {', '.join(sorted(b & b2))}"
+                                 + (" in one loop" if in_loop else ""), [span(c2, "load"), span(c, "store")], 0.85)
+    return missing("no buffer is loaded and stored back" + (" inside a loop" if in_loop else ""), confidence=0.8)
+
+
+@check("carried_stored_after_loop")
+def carried_stored_after_loop(facts: Facts, lang: str, *, into: str = "persistent") -> CheckResult:
+    """Values accumulated across a loop's iterations (``acc += ...``) are stored once after it. ``into:
+    persistent`` requires the loop to be a persistent loop over work items (per-program partial sums)."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for lid, by_var in fl.carried(fn).items():
+            lp = fn.loop(lid)
+            if lp is None or (into == "persistent" and not is_persistent(fl, fn, lp)):
+                continue
+            for kind, c, _ in fl.memory_ops(fn):
+                if kind != "store" or lid in c.loops or pos(c) <= end_pos(lp):
+                    continue
+                v = fl.stored_value(c)
+                if v is None:
+                    continue
+                hit = [var for var in by_var if fl.refs(v, fn, var)]
+                if hit:
+                    return found(f"{fn.name} accumulates {', '.join(hit)} over the loop at line {lp.line} and "
+                                 f"stores after it", [span(lp, "loop"), span(c, "one store")], 0.85)
+    return missing("no loop accumulator stored once after its loop", confidence=0.8)
+
+
+@check("branch_on_loaded")
+def branch_on_loaded(facts: Facts, lang: str) -> CheckResult:
+    """An ``if`` in a kernel tests a value loaded from memory (a row's target == ignore_index, a flag): a scalar,
+    uniform branch instead of per-element masking."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        loaded = _loaded_names(fl, fn)
+        seen: set[int] = set()
+        for a in list(fn.assigns) + list(fn.calls):
+            for g in a.guards:
+                if id(g) in seen:
+                    continue
+                seen.add(id(g))
+                cond = g.args[0] if g.kind == "unary" and g.op == "not" and g.args else g
+                if any(n.kind == "name" and n.op in loaded and f is fn for n, f, _ in fl.walk(cond, fn, depth=3)):
+                    return found(f"branch on a loaded value in {fn.name}", Span(cond.line, cond.end_line, "if"), 0.8)
+    return missing("no branch on a loaded value", confidence=0.75)

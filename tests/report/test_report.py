@@ -1,0 +1,121 @@
+"""The report: one self-contained HTML file that renders in headless Chromium with every image loaded, and a
+Markdown twin with the same tables."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+
+import pytest
+from typer.testing import CliRunner
+
+from d2kgrade.agreement.results import AgreementConfig
+from d2kgrade.agreement.study import agreement_study
+from d2kgrade.agreement.ratings import read_ratings
+from d2kgrade.cli import app
+from d2kgrade.metrics import ScoreConfig, load_run_dir, score_runs
+from d2kgrade.report import fmt
+from d2kgrade.report.build import write_report
+from tests.metrics.synthetic import make_run
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
+                None)
+# CI sets this: there the browser test must run, never skip (scripts/setup.sh installs Debian's chromium)
+REQUIRE = os.environ.get("D2KGRADE_REQUIRE_CHROMIUM") == "1"
+
+PROBE_HEAD = ("<script>window.__errs=[];window.addEventListener('error',function(e){"
+              "window.__errs.push(String(e.message||('failed to load '+(e.target&&e.target.tagName))))},true);"
+              "</script>")
+PROBE_TAIL = ("<script>window.addEventListener('load',function(){var im=[].slice.call(document.images);"
+              "var d=document.createElement('pre');d.id='d2k-probe';d.textContent=JSON.stringify({"
+              "images:im.length,loaded:im.filter(function(i){return i.complete&&i.naturalWidth>0}).length,"
+              "widths:im.map(function(i){return i.naturalWidth}),errors:window.__errs,"
+              "tables:document.querySelectorAll('table').length,h1:document.querySelector('h1').textContent});"
+              "document.body.appendChild(d);});</script>")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    run = make_run(tmp / "run", models=("m1", "m2"), tasks=("ta", "tb", "tc", "td", "te"), seeds=(0, 1), seed=4)
+    score = score_runs([load_run_dir(run)], ScoreConfig(resamples=60, seed=1))
+    ratings = read_ratings([run / "grades.jsonl"])
+    ratings = ratings[~ratings["item_id"].str.endswith("#proposal")]
+    agreement = agreement_study(ratings, AgreementConfig(resamples=40))
+    html_path, md_path = write_report(tmp / "out" / "report.html", score, agreement, ratings)
+    return score, html_path, md_path
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_html_is_self_contained_and_matches_the_markdown_twin(built):
+    score, html_path, md_path = built
+    html = html_path.read_text()
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) >= 5  # bars, scatter, discovery, heatmap, kappa vs AC1 (+ Bland-Altman)
+    for s in srcs:
+        assert s.startswith("data:image/png;base64,")
+        w, h = _png_size(base64.b64decode(s.split(",", 1)[1]))
+        assert w > 100 and h > 100
+    assert not re.search(r'(src|href)="(https?:)?//', html) and "<link" not in html and "<script" not in html
+    md = md_path.read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert len(links) == len(srcs)
+    for link in links:
+        assert (md_path.parent / link).is_file()
+    assert html.count("<table>") == len(re.findall(r"^\|---", md, flags=re.M))
+    # the headline row of the pooled model carries the scored numbers
+    c = next(c for c in score.comparisons if c.model == "all")
+    d = c.metrics["correctness"]
+    cell = f"{fmt.value(d.baseline, 'pct')} → {fmt.value(d.treatment, 'pct')} ({fmt.delta(d.delta, 'pct')}"
+    assert cell in md and cell in html
+    assert "Landis &amp; Koch (1977)" in html and "Landis & Koch (1977)" in md
+
+
+def test_report_renders_in_headless_chromium(built, tmp_path):
+    if CHROMIUM is None:
+        if REQUIRE:
+            pytest.fail("D2KGRADE_REQUIRE_CHROMIUM=1 but no chromium on PATH (scripts/setup.sh installs it)")
+        pytest.skip("chromium is not installed (apt-get install chromium, or run scripts/setup.sh)")
+    _, html_path, _ = built
+    html = html_path.read_text()
+    n_img, n_tables = html.count("<img "), html.count("<table>")
+    probe = tmp_path / "probe.html"  # the report itself has no script; the probe is added to a copy
+    probe.write_text(html.replace("<head>", "<head>" + PROBE_HEAD, 1).replace("</body>", PROBE_TAIL + "</body>"))
+    profile = tempfile.mkdtemp(prefix="d2k-chromium-")
+    try:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    m = re.search(r'<pre id="d2k-probe">(.*?)</pre>', proc.stdout, flags=re.S)
+    assert m, f"no probe in the dumped DOM (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    state = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert state["errors"] == []
+    assert state["images"] == n_img and state["loaded"] == n_img
+    assert all(w > 0 for w in state["widths"])
+    assert state["tables"] == n_tables and state["h1"] == "d2kgrade report"
+
+
+def test_report_cli(tmp_path):
+    run = make_run(tmp_path / "run", models=("m1",), tasks=("ta", "tb", "tc"), seed=9)
+    out = tmp_path / "r" / "rep.html"
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(out), "--resamples", "30", "--ratings",
+                                   str(run / "grades.jsonl")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert out.is_file() and out.with_suffix(".md").is_file() and (tmp_path / "r" / "rep_files").is_dir()
+    html = out.read_text()
+    assert "Agreement between raters" in html and "combined vs static" in html
+    assert oct(out.stat().st_mode & 0o777) != oct(0o600)

@@ -1,0 +1,9 @@
+# exploit: never return
+# expect: timeout
+# timeout: 10
+import torch
+
+
+def kernel(x):
+    while True:
+        pass

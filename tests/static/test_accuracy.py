@@ -1,0 +1,35 @@
+"""Accuracy of the static rater on the hand-labelled corpus: every property >= 0.9 on every task's variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from d2kgrade.static.corpus import evaluate, load_labels
+from d2kgrade.suite import Suite
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parent / "corpus"
+TASKS = sorted(p.name for p in CORPUS.iterdir() if (p / "labels.yaml").is_file())
+MIN_ACCURACY = 0.9
+
+
+def test_corpus_covers_tasks_with_eight_variants_each():
+    assert {"softmax", "rmsnorm_residual", "gemm_bf16"} <= set(TASKS)
+    suite = Suite(ROOT)
+    for t in TASKS:
+        labels = load_labels(CORPUS / t, suite.load_rubric(t))
+        assert len(labels) >= 8, t
+        kinds = {name.rsplit(".", 1)[-1] for name in labels}
+        assert "cu" in kinds or any("load_inline" in (CORPUS / t / n).read_text() for n in labels), \
+            f"{t}: no CUDA variant"
+        assert any(n.startswith("misleading") for n in labels) and any(n.startswith("unusual") for n in labels)
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_per_property_accuracy(task_id):
+    res = evaluate(CORPUS / task_id, Suite(ROOT).load_rubric(task_id))
+    low = {pid: (d["accuracy"], d["errors"]) for pid, d in res["properties"].items()
+           if d["accuracy"] is None or d["accuracy"] < MIN_ACCURACY}
+    assert not low, f"properties below {MIN_ACCURACY}: {low}"
