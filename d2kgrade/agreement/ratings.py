@@ -97,10 +97,14 @@ def check_duplicates(df: pd.DataFrame, source: str) -> None:
 
 
 def _rater_id(data: dict[str, Any]) -> str:
+    """``static``; ``llm:<model>`` and ``combined:<model>`` where the judge model is recorded (a run's
+    grades.jsonl can hold the grades of several judge models)."""
     rater = str(data.get("rater", ""))
     info = data.get("rater_info") or {}
-    if rater == "llm" and isinstance(info, dict) and info.get("model"):
-        return f"llm:{info['model']}"
+    if isinstance(info, dict) and rater == "combined":
+        info = info.get("llm") or {}
+    if rater in ("llm", "combined") and isinstance(info, dict) and info.get("model"):
+        return f"{rater}:{info['model']}"
     return rater
 
 
@@ -115,8 +119,13 @@ def _votes(details: dict[str, Any]) -> tuple[float, float]:
     return math.nan, math.nan
 
 
-def grades_to_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of the long table from a FileGrade JSONL file (one score row per file, one row per property)."""
+def grades_to_rows(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of the long table from a FileGrade JSONL file (one score row per file, one row per property).
+
+    A grade with ``error`` set is of a file that could not be graded (the episode left no kernel, the file did
+    not parse): its verdicts are the grader's default, not a reading of the file, and two raters "agreeing" on
+    them is not agreement; such grades are left out and counted in ``skipped``.
+    """
     from d2kgrade.grades import FileGrade
     from d2kgrade.io import validate_data
 
@@ -131,9 +140,12 @@ def grades_to_rows(path: Path) -> list[dict[str, Any]]:
         fg = validate_data(FileGrade, data, f"{path}: line {lineno}")
         item = item_key(fg.item or fg.file, fg.kind)
         rid = _rater_id(data)
-        if not fg.error:
-            rows.append({"item_id": item, "property_id": SCORE, "rater_id": rid, "rater_kind": fg.rater,
-                         "value": fg.score, "evidence": "", "task": fg.task, "level": ""})
+        if fg.error:
+            if skipped is not None:
+                skipped.append(f"{path}: line {lineno}")
+            continue
+        rows.append({"item_id": item, "property_id": SCORE, "rater_id": rid, "rater_kind": fg.rater,
+                     "value": fg.score, "evidence": "", "task": fg.task, "level": ""})
         for p in fg.properties:
             vp, va = _votes(p.details) if fg.rater == "llm" else (math.nan, math.nan)
             ev = "; ".join(f"{e.start_line}-{e.end_line}: {e.code[:200]}" for e in p.evidence)
@@ -203,31 +215,42 @@ def _looks_like_grades(path: Path) -> bool:
     return False
 
 
-def read_ratings(paths: list[Path]) -> pd.DataFrame:
+def read_ratings(paths: list[Path], notes: list[str] | None = None) -> pd.DataFrame:
     """The long table from several files (FileGrade JSONL or long tables, told apart by content).
 
-    The same judge kind in several files (two LLM judges, say) would share a rater id; such ids get the file's
-    stem appended (``llm@gpt4o_grades``) so raters stay apart.
+    One rater id in several files is one rater (two runs' ``grades.jsonl`` hold the same ``static`` rater on
+    different items), unless the files rate the same (item, property): then each file's rater gets the file's
+    name appended (``llm:gpt-4.1@judge_a``) so they stay apart. Grades of files that could not be graded are left
+    out and listed in ``notes``.
     """
     if not paths:
         raise UserError("no ratings given: pass FileGrade JSONL files or CSV/JSONL long tables")
+    stems = [p.stem for p in paths]
+    labels = [p.stem if stems.count(p.stem) == 1 else f"{p.parent.name}/{p.stem}" for p in paths]
     frames = []
-    for p in paths:
+    skipped: list[str] = []
+    for p, label in zip(paths, labels):
         if not p.is_file():
             raise UserError(f"{p}: file not found")
-        rows = grades_to_rows(p) if _looks_like_grades(p) else table_to_rows(p)
+        rows = grades_to_rows(p, skipped) if _looks_like_grades(p) else table_to_rows(p)
         if not rows:
-            raise UserError(f"{p}: holds no ratings")
+            raise UserError(f"{p}: holds no ratings" + (" that could be used (every grade is of a file that "
+                                                        "could not be graded)" if skipped else ""))
         df = finish_table(rows)
         check_duplicates(df, str(p))
-        df["_source"] = p.stem
+        df["_source"] = label
         frames.append(df)
-    owners: dict[str, set[str]] = {}
+    if skipped and notes is not None:
+        notes.append(f"{len(skipped)} grade(s) of files that could not be graded (no kernel or note, unparseable) "
+                     f"are left out of agreement (e.g. {skipped[0]})")
+    units: dict[str, list[set[tuple[str, str]]]] = {}
     for df in frames:
-        for rid in set(df["rater_id"]):
-            owners.setdefault(rid, set()).add(str(df["_source"].iloc[0]))
+        for rid, g in df.groupby("rater_id"):
+            units.setdefault(str(rid), []).append(set(zip(g["item_id"], g["property_id"])))
+    clash = {rid for rid, sets in units.items()
+             if len(sets) > 1 and any(a & b for i, a in enumerate(sets) for b in sets[i + 1:])}
     for df in frames:
-        shared = df["rater_id"].map(lambda r: len(owners[r]) > 1)
+        shared = df["rater_id"].isin(clash)
         df.loc[shared, "rater_id"] = df.loc[shared, "rater_id"] + "@" + df.loc[shared, "_source"]
     out = pd.concat(frames, ignore_index=True).drop(columns=["_source"])
     check_duplicates(out, ", ".join(str(p) for p in paths))

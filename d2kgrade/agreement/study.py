@@ -288,7 +288,8 @@ def run_agreement(ratings: list[Path], cfg: AgreementConfig, *, gold: Path | Non
     hand, and run the study."""
     from d2kgrade.agreement.ratings import add_derived_scores, read_ratings
 
-    df = select_kind(read_ratings(ratings), kind)
+    notes: list[str] = []
+    df = select_kind(read_ratings(ratings, notes), kind)
     if df.empty:
         raise UserError(f"no ratings of {kind} items in {', '.join(str(p) for p in ratings)} (see --kind)")
     rubrics = {}
@@ -301,4 +302,6 @@ def run_agreement(ratings: list[Path], cfg: AgreementConfig, *, gold: Path | Non
     df = add_derived_scores(df, rubrics)
     gold_df = select_kind(read_ratings([gold]), kind) if gold is not None else None
     inputs = [str(p) for p in ratings] + ([f"gold: {gold}"] if gold is not None else [])
-    return agreement_study(df, cfg, gold=gold_df, inputs=inputs)
+    result = agreement_study(df, cfg, gold=gold_df, inputs=inputs)
+    result.warnings[:0] = notes
+    return result

@@ -310,15 +310,14 @@ def combine(runs: list[RunTables]) -> Combined:
         w["key"] = [f"{i}:{x}" for x in w["episode_id"]]
         wls.append(w)
         seen: set[tuple[str, str, str]] = set()
-        unknown_items = 0
+        unknown_items, repeated, ungradable = 0, 0, 0
         for g in run.grades:
             if g.item not in known:
                 unknown_items += 1
                 continue
             key = (f"{i}:{g.item}", g.kind, g.rater)
-            if key in seen:
-                warnings.append(f"{run.source}: more than one {g.rater} {g.kind} grade for episode {g.item!r}; "
-                                "the last line counts")
+            repeated += key in seen
+            ungradable += bool(g.error)
             seen.add(key)
             lv = {ls.level: (100.0 * ls.points / ls.max_points if ls.max_points else math.nan) for ls in g.levels}
             grows.append({"key": key[0], "kind": g.kind, "rater": g.rater, "task": g.task, "score": g.score,
@@ -327,6 +326,12 @@ def combine(runs: list[RunTables]) -> Combined:
                           "verdicts": {p.property_id: (p.level, p.verdict) for p in g.properties}})
         if unknown_items:
             warnings.append(f"{run.source}: {unknown_items} grade(s) name no episode of this run; ignored")
+        if repeated:
+            warnings.append(f"{run.source}: {repeated} grade(s) repeat an (episode, kind, rater) graded before "
+                            "(judged again, or by a second judge model?); the last line of each counts")
+        if ungradable:
+            warnings.append(f"{run.source}: {ungradable} grade(s) are of files that could not be graded (no kernel "
+                            "or design note, unparseable): they count as graded, every property absent")
     grades = pd.DataFrame(grows, columns=["key", "kind", "rater", "task", "score", "L1", "L2", "L3", "n_unknown",
                                           "error", "verdicts"])
     grades = grades.drop_duplicates(subset=["key", "kind", "rater"], keep="last").reset_index(drop=True)

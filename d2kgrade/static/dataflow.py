@@ -114,6 +114,24 @@ class Flow:
             return self._module.defs().get(name, [])
         return []
 
+    def root(self, e: Expr, fn: Function) -> Expr:
+        """Follow plain copies (``BLOCK@helper1 = BLOCK``, made by inlining) back to the original name."""
+        for _ in range(6):
+            if e.kind != "name":
+                return e
+            defs = fn.defs().get(e.op)
+            if not defs or len(defs) != 1 or defs[0].value.kind != "name":
+                return e
+            e = defs[0].value
+        return e
+
+    def is_constexpr(self, e: Expr, fn: Function) -> bool:
+        """A compile-time value: a ``tl.constexpr`` parameter (template parameter), a constant, or a copy of one."""
+        r = self.root(e, fn)
+        if r.kind == "const":
+            return True
+        return r.kind == "name" and (r.op in fn.constexprs or r.op in self.facts.consts)
+
     def call_sites(self, fn: Function) -> list[tuple[Expr, Function]]:
         """Where ``fn`` is called or launched from reachable code: (call expression, caller)."""
         if self._call_sites is None:
@@ -129,6 +147,30 @@ class Flow:
                         sites.setdefault(callee.key, []).append((c.expr, caller))
             self._call_sites = sites
         return self._call_sites.get(fn.key, [])
+
+    def producers(self, fn: Function, param: str) -> list[tuple[Function, Call]]:
+        """Stores by kernels launched before ``fn`` into the buffer ``fn`` receives as ``param`` (the same host
+        variable passed to both launches)."""
+        out: list[tuple[Function, Call]] = []
+        launches = [la for la in self.facts.launches if la.kernel in self.funcs]
+        for i, la in enumerate(launches):
+            if la.kernel != fn.key:
+                continue
+            arg = self.launch_arg(la, fn, param)
+            if arg is None or arg.kind != "name":
+                continue
+            for prev in launches[:i]:
+                k = self.funcs[prev.kernel]
+                if k is fn:
+                    continue
+                for kind, c, bases in self.memory_ops(k):
+                    if kind != "store":
+                        continue
+                    for b in bases:
+                        e = self.launch_arg(prev, k, b)
+                        if e is not None and e.kind == "name" and e.op == arg.op:
+                            out.append((k, c))
+        return out
 
     def launches_of(self, fn: Function) -> list[Launch]:
         """Reachable launches of kernel ``fn``."""

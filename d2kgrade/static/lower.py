@@ -153,8 +153,8 @@ class Lowerer:
                                                 if x is not None), line=line, end_line=end)
         if t is ast.Lambda:
             return Expr("other", "lambda", (self.expr(node.body),), line=line, end_line=end)  # type: ignore
-        if t is ast.Starred:
-            return self.expr(node.value)  # type: ignore[attr-defined]
+        if t is ast.Starred:  # *seq inside a tuple/list display: spliced by Flow.bind_arg
+            return Expr("other", "*", (self.expr(node.value),), line=line, end_line=end)  # type: ignore
         if t is ast.NamedExpr:
             val = self.expr(node.value)  # type: ignore[attr-defined]
             self.f.assigns.append(Assign((node.target.id,), val, line, end, self.loops, self.guards))  # type: ignore

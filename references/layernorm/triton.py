@@ -6,8 +6,9 @@ Two kernels cover every row length:
 * ``_layernorm_fwd_kernel`` (N <= 16384): rows live in registers. One program owns a [ROWS, BLOCK_N] tile and
   loops over row blocks ``pid, pid + num_progs, ...``. For short rows (N <= 2048) the launcher uses a persistent
   grid of as many programs as are resident at once (SM count x occupancy of the compiled kernel), with w and b
-  loaded once, before the loop, and ROWS rows per iteration so each iteration moves >= 16 KB. For wide rows it uses ROWS = 1 and one program per row (num_progs = M): a resident
-  8 KB-16 KB w/b pair per program would halve occupancy, and the reloads hit in L1/L2.
+  loaded once, before the loop, and ROWS rows per iteration so each iteration moves >= 16 KB. For wider rows it
+  uses ROWS = 1 and one program per row (num_progs = M): keeping 8-16 KB of w/b resident per program would halve
+  occupancy, and the per-row reloads hit in L1/L2. num_warps grows with the tile (<= 32 fp32 of x per thread).
 * ``_layernorm_fwd_tiled_kernel`` (N > 16384): a row does not fit in registers. Sweep 1 walks BLOCK_N tiles and
   merges per-tile (count, mean, M2) of x - x[0] with Chan's formula, loading with evict_last so the row stays in
   L2; sweep 2 re-reads the tiles (L2 hits) and writes y. HBM traffic stays near one read and one write.

@@ -199,3 +199,20 @@ def test_agree_cli_json(tmp_path):
     assert pair["kappa"]["value"] == pytest.approx((55 / 60 - pe) / (1 - pe))
     text = CliRunner().invoke(app, ["agree", str(ratings), "--resamples", "0"], catch_exceptions=False)
     assert text.exit_code == 0 and "Landis & Koch" in text.stdout and "x vs y" in text.stdout
+
+
+def test_disjoint_files_share_a_rater_and_ungradable_files_are_left_out(tmp_path):
+    p, a = "present", "absent"
+    one, two = tmp_path / "run1.jsonl", tmp_path / "run2.jsonl"
+    one.write_text(_llm_grade("e1", [[p], [a]], model="m") + "\n")
+    rub = rubric_for("ta", {"L1": 2})
+    missing = file_grade(rub, "", "llm", [PropertyGrade(property_id=q.id, level=q.level, verdict="absent",
+                                                        rater="llm") for q in rub.properties],
+                         item="e3", error="the episode has no kernel")
+    two.write_text(_llm_grade("e2", [[a], [a]], model="m") + "\n" + missing.model_copy(
+        update={"rater_info": {"model": "m"}}).model_dump_json() + "\n")
+    notes: list[str] = []
+    df = read_ratings([one, two], notes)
+    assert set(df["rater_id"]) == {"llm:m"}  # the same judge on different items is one rater
+    assert set(df["item_id"]) == {"e1", "e2"}  # e3 had no kernel: its default verdicts are not ratings
+    assert len(notes) == 1 and "could not be graded" in notes[0] and "run2.jsonl: line 2" in notes[0]

@@ -1,14 +1,12 @@
-"""Fakes for the episode tests: evaluators that return real EvalResult records, kernels, a config builder.
+"""Helpers of the episode tests: a fake evaluator returning real EvalResult records, kernels, a config builder.
 
-``marker_evaluate`` decides by a marker in the source (fast, no torch): the episode loop's logic.
-``direct_evaluate`` really runs the kernel (Triton interpreter on CPU, the smoke workload, every input
-distribution) through :mod:`runner.direct`: a buggy kernel really fails and its fix really passes.
+``marker_evaluate`` decides by a marker in the source (fast, no torch) and records its calls: the episode loop's
+logic. The real evaluator runs in ``test_real_evaluator.py`` on a real Triton kernel with a real bug.
 """
 
 from __future__ import annotations
 
 import json
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -65,40 +63,6 @@ def marker_evaluate(task_id: str, submission: Path, **kw: Any) -> EvalResult:
 
 
 CALLS: list[dict[str, Any]] = []
-
-
-def direct_evaluate(task_id: str, submission: Path, *, suite_root: Path | None = None, hidden: bool = False,
-                    **kw: Any) -> EvalResult:
-    """Run the kernel in this process on the smoke workload (every distribution) and compare with the reference."""
-    from d2kgrade.suite import Suite
-    from runner.direct import load_reference, run_trials
-    from runner.loading import load_module
-
-    suite = Suite(suite_root or ROOT)
-    task = suite.load_task(task_id)
-    ref = load_reference(suite.task_dir(task_id))
-    try:
-        module = load_module(Path(submission), prefix="d2k_test_sub")
-    except Exception:
-        return EvalResult(task=task_id, status="compile_error", correct=False, environment=_env(),
-                          message="the submission failed to import", log=traceback.format_exc(limit=3))
-    try:
-        trials = run_trials(task, ref, module.kernel, "smoke", seed=7)
-    except Exception:
-        return EvalResult(task=task_id, status="runtime_error", correct=False, environment=_env(),
-                          workloads=[WorkloadResult(name="smoke", status="runtime_error")],
-                          message="kernel raised", log=traceback.format_exc(limit=3))
-    worst = next((t for t in trials if not t.ok), trials[-1])
-    errors = [OutputError(name=m.name, ok=m.ok, reason=m.reason, max_abs_err=m.max_abs_err,
-                          max_rel_err=m.max_rel_err, n_bad=m.n_bad, n_total=m.n_total,
-                          first_bad_index=m.first_bad_index) for m in worst.outputs]
-    ok = all(t.ok for t in trials)
-    status = "passed" if ok else "incorrect"
-    wls = [WorkloadResult(name="smoke", status=status, trials=len(trials), errors=errors,
-                          params=dict(task.smoke.params))]
-    if hidden:
-        wls.append(WorkloadResult(name="hidden", status=status, trials=0))
-    return EvalResult(task=task_id, status=status, correct=ok, workloads=wls, environment=_env())
 
 
 def tool_call(name: str, cid: str | None = None, **args: Any) -> dict[str, Any]:

@@ -8,57 +8,50 @@ from pathlib import Path
 from d2kgrade.runstore import load_run
 from runner.run import run
 from tests.fakes.openai_server import FakeOpenAI
-from tests.runner_agent.helpers import (
-    BUGGY_SOFTMAX,
-    CALLS,
-    FIXED_SOFTMAX,
-    ROOT,
-    config,
-    direct_evaluate,
-    marker_evaluate,
-    step,
-    tool_call,
-)
+from tests.runner_agent.helpers import CALLS, ROOT, config, marker_evaluate, step, tool_call
 
 
 def _tool_messages(request: dict) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
-def test_agent_writes_buggy_kernel_reads_failure_fixes_benchmarks_submits(tmp_path: Path):
+def test_episode_loop_records_everything(tmp_path: Path):
+    """The loop's bookkeeping with the marker evaluator (the real evaluator: test_real_evaluator.py)."""
+    buggy, fixed = "def kernel(x):\n    return x  # BUG\n", "def kernel(x):\n    return x.softmax(-1)\n"
     script = [
         {"content": "Design: one program per row; the row stays in registers; max, exp, sum, scale; one store."},
-        step(tool_call("write_file", path="kernel.py", content=BUGGY_SOFTMAX)),
+        step(tool_call("write_file", path="kernel.py", content=buggy)),
         step(tool_call("test", workloads="smoke")),
-        step(tool_call("read_file", path="kernel.py", start_line=11, max_lines=1)),
-        step(tool_call("write_file", path="kernel.py", content=FIXED_SOFTMAX)),
+        step(tool_call("read_file", path="kernel.py")),
+        step(tool_call("write_file", path="kernel.py", content=fixed)),
         step(tool_call("test")),
         step(tool_call("benchmark"), tool_call("submit")),
         {"content": "Submitted; done."},
     ]
     out = tmp_path / "run"
     with FakeOpenAI(script) as srv:
-        res = run(config(srv.base_url), out, suite_root=ROOT, evaluate_fn=direct_evaluate)
+        res = run(config(srv.base_url), out, suite_root=ROOT, evaluate_fn=marker_evaluate)
     assert len(srv.requests) == 8
-    # the model read the failure detail of the buggy kernel: where the first mismatch is and the error size
     failure = _tool_messages(srv.requests[3])[-1]
-    assert failure.startswith("test kernel.py (kernel version 1): incorrect")
-    assert "first bad index" in failure and "max abs err" in failure and "out of tolerance" in failure
-    assert "other=0.0" in _tool_messages(srv.requests[4])[-1]  # read_file showed the offending line
+    assert failure.startswith("test kernel.py (kernel version 1): incorrect (0 of 1 workloads passed)")
+    assert "first bad index [4, 999]" in failure and "max abs err 0.25" in failure
+    assert "# BUG" in _tool_messages(srv.requests[4])[-1]
     assert _tool_messages(srv.requests[6])[-1].startswith("test kernel.py (kernel version 2): passed")
     bench, submit = _tool_messages(srv.requests[7])[-2:]
-    assert "timing unavailable" in bench and "CPU" in bench
+    assert "timing unavailable" in bench and "correctness: smoke passed" in bench
     assert submit.startswith("submitted kernel.py (kernel version 2") and "last test: passed" in submit
+    assert [(c["workloads"], c["hidden"], c["timing"]) for c in CALLS] == [
+        (["smoke"], False, False), ("all", False, False), ("all", False, True), ("all", True, True)]
 
     row = res.rows[0]
     assert (row["status"], row["final_status"], row["correct"]) == ("finished", "passed", True)
     run_data = load_run(out)
     ep = run_data["episodes"].iloc[0]
     assert ep.turns == 8 and ep.submissions == 1 and ep.tool_calls == 7
-    assert (out / ep.kernel_path).read_text() == FIXED_SOFTMAX
+    assert (out / ep.kernel_path).read_text() == fixed
     assert "one program per row" in (out / ep.design_note_path).read_text()
     versions = run_data["kernel_versions"].sort_values("version")
-    assert [(out / p).read_text() for p in versions.file_path] == [BUGGY_SOFTMAX, FIXED_SOFTMAX]
+    assert [(out / p).read_text() for p in versions.file_path] == [buggy, fixed]
     evals = run_data["evaluations"].sort_values("eval_id")
     assert list(zip(evals.kind, evals.status, evals.kernel_version, strict=True)) == [
         ("test", "incorrect", 1), ("test", "passed", 2), ("benchmark", "passed", 2), ("final", "passed", 2)]
@@ -67,6 +60,7 @@ def test_agent_writes_buggy_kernel_reads_failure_fixes_benchmarks_submits(tmp_pa
     transcript = [json.loads(x) for x in (out / ep.transcript_path).read_text().splitlines()]
     assert transcript[-1]["event"] == "end" and transcript[-1]["correct"] is True
     assert sum(1 for t in transcript if t.get("role") == "tool") == 7
+    assert json.loads(ep.env_json)["python"] and json.loads(ep.config_json)["model"] == "fake-model"
 
 
 def test_model_that_never_calls_a_tool_ends_without_submission(tmp_path: Path):

@@ -88,7 +88,9 @@ def test_kill_9_then_rerun_loses_and_repeats_nothing(tmp_path: Path):
     assert len(design_requests) == 6 - len(before)  # only the unfinished episodes started over
     data = load_run(out)
     assert data["turns"].groupby("episode_id").size().eq(5).all()  # no leftovers of the killed attempts
-    assert len(data["sessions"]) == 2 and data["sessions"].status.tolist()[-1] == "completed"
+    sessions = data["sessions"].sort_values("session_id")
+    assert sessions.status.tolist() == ["running", "completed"]  # the killed session never closed
+    assert sessions.episodes_run.tolist()[-1] == 6 - len(before)
     assert set(data["episodes"].session_id) == {1, 2}
     assert "Traceback" not in rerun.stderr
 

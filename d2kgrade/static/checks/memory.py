@@ -224,7 +224,7 @@ def unmasked_load(facts: Facts, lang: str, *, guarded: bool = False, in_loop: bo
             if not guarded:
                 return found(f"unmasked tl.load in {fn.name}", span(c, "no mask"), 0.8)
             flags = set(fn.constexprs) | set(fn.heuristics)
-            if any(g.names() & flags for g in c.guards):
+            if any({fl.root(n, fn).op for n in g.walk() if n.kind == "name"} & flags for g in c.guards):
                 return found(f"unmasked tl.load under a compile-time branch in {fn.name}",
                              [span(c, "no mask")] + [span(g, "constexpr branch") for g in c.guards[:1]], 0.85)
             tails = [t for t, tb in mem if t is not c and _masked(t) and tb & b and set(t.loops) != set(c.loops)]
@@ -449,7 +449,7 @@ def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4, 
             ar = _unit_arange(fl, ptr, fn)
             if ar is None or len(ar.args) != 2:
                 continue
-            size = ar.args[1]
+            size = fl.root(ar.args[1], fn)
             narrow = False
             if size.kind == "name" and size.op in fn.params:
                 for la in fl.launches_of(fn):

@@ -348,8 +348,21 @@ def atomic_of_reduction(facts: Facts, lang: str) -> CheckResult:
         for c in fn.calls:
             if c.name in ("tl.atomic_add", "atomicAdd", "atomicAdd_block", "atomicAdd_system"):
                 v = c.expr.kw("val", 1)
-                if v is not None and fl.reduction_derived(v, fn) is not None:
+                if v is None:
+                    continue
+                if fl.reduction_derived(v, fn) is not None:
                     return found(f"atomic add of a reduced partial in {fn.name}", span(c, "atomic"), 0.85)
+                # a carry-out fix-up: the value is loaded from partials that an earlier kernel reduced and stored
+                for node, f, _ in fl.walk(v, fn, depth=3):
+                    if node.kind != "call" or node.op not in LOADS or f is not fn:
+                        continue
+                    ptr = node.kw("pointer", 0)
+                    for base in (fl.bases(ptr, fn) if ptr is not None else set()):
+                        for k, st in fl.producers(fn, base):
+                            sv = fl.stored_value(st)
+                            if sv is not None and fl.reduction_derived(sv, k) is not None:
+                                return found(f"{fn.name} atomically adds partials reduced by {k.name}",
+                                             [span(c, "atomic"), span(st, "reduced partial")], 0.8)
     return missing("no atomic add of a reduced partial", confidence=0.8)
 
 

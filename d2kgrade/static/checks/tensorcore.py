@@ -63,7 +63,8 @@ def tl_dot_in_k_loop(facts: Facts, lang: str, *, acc_dtype: str | None = "fp32")
                     return found(f"tl.dot accumulates into loop-carried {var} ({dt or 'any dtype'}) in {fn.name}",
                                  [span(d, "tl.dot"), Span(inits[0].line, inits[0].end_line, "accumulator")
                                   if inits else span(d), span(loop, "K loop")], 0.9)  # type: ignore[arg-type]
-            best = f"tl.dot at line {d.line} does not accumulate into a loop-carried value"
+            if "created as" not in best:
+                best = f"tl.dot at line {d.line} does not accumulate into a loop-carried value"
     return missing(best, confidence=0.85)
 
 

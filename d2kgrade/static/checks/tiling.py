@@ -52,7 +52,7 @@ def whole_row_block(facts: Facts, lang: str, *, source: str | list[str] = "next_
                 if ptr is None:
                     continue
                 uses = any(n.kind == "call" and n.op == "tl.arange" and len(n.args) == 2 and n.args[1].kind == "name"
-                           and n.args[1].op == p for n, f, _ in fl.walk(ptr, fn) if f is fn)
+                           and fl.root(n.args[1], fn).op == p for n, f, _ in fl.walk(ptr, fn) if f is fn)
                 if not uses:
                     continue
                 if any(tile_loop_refs(fl, fn, lp, p) for lp in fn.loops if lp.id in c.loops):
@@ -173,8 +173,8 @@ def _group_product(fl: Flow, e: Expr, fn: Function) -> str | None:
     for node, f, _ in fl.walk(e, fn, depth=3):
         if node.kind == "bin" and node.op == "*" and len(node.args) == 2:
             for x in node.args:
-                if x.kind == "name" and (x.op in f.constexprs or x.op in fl.facts.consts):
-                    return f"{x.op} * ..."
+                if x.kind == "name" and fl.is_constexpr(x, f):
+                    return f"{fl.root(x, f).op} * ..."
                 if x.kind == "const" and isinstance(x.value, int):
                     return f"{x.value} * ..."
     return None
@@ -304,6 +304,7 @@ def _arange_sizes(fl: Flow, e: Expr, fn: Function) -> list[Expr]:
 
 def _param_values(fl: Flow, fn: Function, e: Expr) -> list[int | None]:
     """Compile-time values an arange size takes: folded, from launch arguments, autotune configs or heuristics."""
+    e = fl.root(e, fn)
     v = fl.fold(e, fn)
     if isinstance(v, int):
         return [v]
@@ -402,6 +403,30 @@ def shape_dependent_blocks(facts: Facts, lang: str) -> CheckResult:
                 if e is None or fl.fold(e, caller) is not None:
                     continue
                 if any(n.kind == "call" and n.op == "tl.arange" and len(n.args) == 2 and n.args[1].kind == "name"
-                       and n.args[1].op == p for c in fn.calls for n in c.expr.walk()):
+                       and fl.root(n.args[1], fn).op == p for c in fn.calls for n in c.expr.walk()):
                     return found(f"{fn.name}: block size {p} computed at launch", span(la, "launch"), 0.75)
     return missing("block sizes are the same for every shape", confidence=0.75)
+
+
+@check("head_group_mapping")
+def head_group_mapping(facts: Facts, lang: str) -> CheckResult:
+    """Query heads that share a KV head are mapped to neighbouring programs: a program-id-derived head index is
+    divided by the group size (``kv_head = q_head // (HQ // HKV)``, or the group member taken as ``pid % GROUP``
+    with ``GROUP = HQ // HKV``), so the heads reading the same K/V run side by side."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for a in fn.assigns:
+            for n in a.value.walk():
+                if n.kind != "bin" or n.op not in ("//", "%", "/") or len(n.args) != 2:
+                    continue
+                if n.op == "/" and fn.lang != "cuda":
+                    continue
+                left, right = n.args
+                if not fl.pid_derived(left, fn):
+                    continue
+                for x, f, _ in fl.walk(right, fn, depth=3):
+                    if x.kind == "bin" and x.op in ("//", "/") and len(x.args) == 2 and all(
+                            y.kind == "name" and fl.fold(y, f) is None for y in x.args):
+                        return found(f"head index {a.targets[0]} grouped by a head ratio in {fn.name}",
+                                     Span(a.line, a.end_line, "q heads -> kv head"), 0.75)
+    return missing("no program-id head index divided by a query/KV head ratio", confidence=0.7)

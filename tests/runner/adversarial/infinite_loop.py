@@ -1,6 +1,6 @@
 # exploit: never return
 # expect: timeout
-# timeout: 10
+# timeout: 6
 import torch
 
 

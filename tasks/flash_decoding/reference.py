@@ -1,0 +1,59 @@
+"""flash_decoding: exact semantics (float64), the PyTorch baseline, and the seeded input maker.
+
+o[b, h] = softmax(q[b, h] . K[b, h // G]^T * D^-0.5) V[b, h // G], G = Hq / Hkv, over all L cached positions.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# "normal" is the catalog's q, K, V ~ N(0,1): scores ~ N(0,1), so o is an average over ~L positions and
+#   |o| ~ 1/sqrt(L) (~0.004 at L = 65536): on its own it barely separates a correct kernel from zeros.
+# "sharp" scales q by 4: scores ~ N(0, 16), a handful of keys dominate each head, |o| ~ 0.5, and those keys sit in
+#   random splits, so a wrong rescale factor or a dropped or doubled split shows up as an O(1) error.
+# "offset" draws q and K around a common mean of 3 per coordinate: every score is ~9 sqrt(D) (~100 at D = 128),
+#   so exp without subtracting the running max overflows fp32 (and fp16/bf16 probabilities at any D), while the
+#   per-key spread (~3.2) keeps the softmax as concentrated as "sharp".
+DISTRIBUTIONS = ("normal", "sharp", "offset")
+
+_REF_CHUNK = 1 << 25  # KV elements per float64 chunk (256 MB per K or V copy)
+
+
+def make_inputs(params, shapes, dtypes, *, generator, device, dist):
+    f32 = dict(generator=generator, device=device, dtype=torch.float32)
+    q = torch.randn(shapes["q"], **f32)
+    k = torch.randn(shapes["k_cache"], **f32)
+    v = torch.randn(shapes["v_cache"], **f32)
+    if dist == "sharp":
+        q = q * 4.0
+    elif dist == "offset":
+        q = q + 3.0
+        k = k + 3.0
+    elif dist != "normal":
+        raise ValueError(f"unknown distribution {dist!r}")
+    return q.to(dtypes["q"]), k.to(dtypes["k_cache"]), v.to(dtypes["v_cache"])
+
+
+def reference(q, k_cache, v_cache):
+    """float64 attention of each (batch, KV head)'s G query heads over its cache, one batch entry (and, for very
+    long caches, one KV head) at a time, without copying K/V G times."""
+    B, Hq, D = q.shape
+    Hkv, L = k_cache.shape[1], k_cache.shape[2]
+    G = Hq // Hkv
+    o = torch.empty_like(q)
+    heads_per_chunk = max(1, _REF_CHUNK // max(L * D, 1))
+    for b in range(B):
+        for h0 in range(0, Hkv, heads_per_chunk):
+            h1 = min(Hkv, h0 + heads_per_chunk)
+            qq = q[b, h0 * G:h1 * G].double().view(h1 - h0, G, D)            # [h, G, D]
+            kk = k_cache[b, h0:h1].double()                                  # [h, L, D]
+            vv = v_cache[b, h0:h1].double()
+            s = torch.einsum("hgd,hld->hgl", qq, kk) * D ** -0.5
+            o[b, h0 * G:h1 * G] = torch.einsum("hgl,hld->hgd", torch.softmax(s, dim=-1), vv).reshape(-1, D).to(q.dtype)
+    return o
+
+
+def baseline(q, k_cache, v_cache):
+    """F.scaled_dot_product_attention on the [B, Hq, 1, D] query with enable_gqa=True (K/V read in place)."""
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k_cache, v_cache, enable_gqa=True).squeeze(2)
