@@ -408,6 +408,11 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             if w is not None and w.started is not None:
                 w.result.wall_s = arrived - w.started
             current = None
+        elif kind == "workload_skipped" and wl in wls:
+            del wls[wl]
+            flags.append(Flag(code="hidden.unavailable", severity="warning",
+                              message=f"the hidden workload was skipped: the task's input maker rejected the drawn "
+                              f"shape ({msg.get('reason', '')}); give the task a `hidden` spec"))
         elif kind == "harness_error":
             harness_error = msg.get("message", "")
         elif kind == "done":

@@ -10,7 +10,7 @@ trace/profile hooks and the Python thread count. A change is the ``harness_patch
 flag, and the evaluation stops as ``rejected``.
 
 Attributes *added* to a module are ignored (torch inserts lazily imported submodules); changed or deleted ones
-are not, and neither is an attribute added to a class (it shadows the inherited one: ``Tensor.__le__``). Under the Triton interpreter, ``triton.language`` is rewritten by the interpreter itself on every launch,
+are not, and neither is a dunder or inherited name added to a class (it shadows the base's: ``Tensor.__le__``). Under the Triton interpreter, ``triton.language`` is rewritten by the interpreter itself on every launch,
 so it is left out there.
 """
 
@@ -91,8 +91,9 @@ class Guard:
                     out.append(f"{name}.{key} was replaced")
                 if len(out) > 20:
                     return out
-            if isinstance(obj, type):  # on a class, a new attribute shadows an inherited one (Tensor.__le__)
-                out += [f"{name}.{key} was added" for key in now.keys() - before.keys()]
+            if isinstance(obj, type):  # on a class, a new attribute can shadow an inherited one (Tensor.__le__)
+                out += [f"{name}.{key} was added" for key in sorted(now.keys() - before.keys())
+                        if key.startswith("__") or any(key in vars(base) for base in obj.__mro__[1:])]
         for name, mod in self._modules.items():
             if sys.modules.get(name) is not mod:
                 out.append(f"sys.modules[{name!r}] was replaced")

@@ -42,6 +42,9 @@ LIBRARY_KERNEL = re.compile(r"gemm|cublas|cudnn|cutlass|nvjet|xmma|flash|fmha|so
                             r"reduce_kernel|conv(?!ert)|winograd|implicit_gemm|dgrad|wgrad|topk|sort|scan|cub::", re.I)
 """Kernel names of library implementations (cuBLAS, cuDNN, ATen's fused ops, CUB)."""
 
+INTERPRETER_RANGE = "d2k::triton_interpreter_launch"
+"""Profiler range around each Triton interpreter launch (CPU); ATen ops inside it belong to the interpreter."""
+
 DATA_FRACTION = 0.25
 OWN_TIME_FRACTION = 0.5
 
@@ -84,13 +87,22 @@ def profile_call(call: Callable[[], Any], device: Any) -> tuple[Any, dict[str, A
             rec = kernels.setdefault(e.name[:300], [0, 0.0])
             rec[0] += 1
             rec[1] += float(e.time_range.elapsed_us())
-        elif e.name.startswith("aten::"):
+        elif e.name.startswith("aten::") and not _inside(e, INTERPRETER_RANGE):
             numel = 0
             for shape in e.input_shapes or []:
                 if isinstance(shape, (list, tuple)) and all(isinstance(d, int) for d in shape) and shape:
                     numel = max(numel, math.prod(shape))
             ops[e.name] = max(ops.get(e.name, 0), numel)
     return out, {"ops": ops, "kernels": {k: {"count": v[0], "us": v[1]} for k, v in kernels.items()}}
+
+
+def _inside(event: Any, range_name: str) -> bool:
+    parent = getattr(event, "cpu_parent", None)
+    while parent is not None:
+        if parent.name == range_name:
+            return True
+        parent = getattr(parent, "cpu_parent", None)
+    return False
 
 
 def _own(name: str, own_names: Iterable[str]) -> bool:

@@ -341,8 +341,15 @@ class Job:
         given: tuple[Any, ...] = ()
         for i in range(n):
             dist = self.dists[i % len(self.dists)]
-            originals = make_inputs(self.ref, spec, seed=derive_seed(self.seed, wl.name, i), device=self.device,
-                                    dist=dist)
+            try:
+                originals = make_inputs(self.ref, spec, seed=derive_seed(self.seed, wl.name, i), device=self.device,
+                                        dist=dist)
+            except Exception as exc:
+                if not hidden:
+                    raise
+                # The drawn shape breaks a constraint of the task's input maker: the task's fault, not the kernel's.
+                self.chan.send("workload_skipped", workload=wl.name, reason=f"{type(exc).__name__}: {exc}"[:500])
+                return False
             given = tuple(t.clone() for t in originals)
             ok = self._trial(spec, wl.name, i, dist, originals, given)
             if ok is None:
@@ -607,11 +614,18 @@ class _LaunchCounter:
         original = InterpretedFunction.run
         counter = self
 
+        from torch.autograd.profiler import record_function
+
+        from runner.profile_proof import INTERPRETER_RANGE
+
         def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
             code = getattr(getattr(fn_self, "fn", None), "__code__", None)
             if code is not None and code.co_filename == source_file:
                 counter.count += 1
-            return original(fn_self, *args, **kwargs)
+            # The interpreter copies tensors to and from the host with ATen ops; the profile proof skips what
+            # runs inside this range (it is the launch, not the submission's own PyTorch code).
+            with record_function(INTERPRETER_RANGE):
+                return original(fn_self, *args, **kwargs)
 
         InterpretedFunction.run = run  # type: ignore[method-assign]
 

@@ -4,7 +4,7 @@ One row per (item, property, rater):
 
 | column | meaning |
 |---|---|
-| ``item_id`` | what was rated: an episode id for a kernel, ``<episode id>#proposal`` for its design note |
+| ``item_id`` | what was rated: ``<run>/<episode id>`` for a run's kernel, ``...#proposal`` for its design note |
 | ``property_id`` | a rubric property id (``softmax.L1.online-normalizer``), or ``score`` for the 0-100 score |
 | ``rater_id`` | who: ``static``, ``combined``, ``llm:<model>``, an annotator's name |
 | ``rater_kind`` | ``static`` / ``llm`` / ``combined`` / ``human`` |
@@ -47,9 +47,11 @@ _ABSENT = {"0", "0.0", "absent", "no", "n", "false", "not_met", "not met", "f", 
 _UNKNOWN = {"", "unknown", "?", "na", "n/a", "nan", "none", "unsure"}
 
 
-def item_key(item: str, kind: str) -> str:
-    """Item id of a graded file: the episode id for a kernel, ``<episode id>#proposal`` for a design note."""
-    return item if kind == "code" else f"{item}{PROPOSAL_SUFFIX}"
+def item_key(item: str, kind: str, run: str | None = None) -> str:
+    """Item id of a graded file: ``<run>/<episode id>`` for a kernel of a run (``<episode id>`` alone when the
+    grade is not from a run directory), with ``#proposal`` appended for a design note."""
+    base = f"{run}/{item}" if run else item
+    return base if kind == "code" else f"{base}{PROPOSAL_SUFFIX}"
 
 
 def parse_verdict(value: Any) -> float:
@@ -128,7 +130,9 @@ def grades_to_rows(path: Path, skipped: list[str] | None = None) -> list[dict[st
     """
     from d2kgrade.grades import FileGrade
     from d2kgrade.io import validate_data
+    from d2kgrade.metrics.tables import run_label
 
+    run = run_label(path.parent) if path.name == "grades.jsonl" else None
     rows: list[dict[str, Any]] = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -138,7 +142,7 @@ def grades_to_rows(path: Path, skipped: list[str] | None = None) -> list[dict[st
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
         fg = validate_data(FileGrade, data, f"{path}: line {lineno}")
-        item = item_key(fg.item or fg.file, fg.kind)
+        item = item_key(fg.item, fg.kind, run) if fg.item else item_key(fg.file, fg.kind)
         rid = _rater_id(data)
         if fg.error:
             if skipped is not None:
@@ -230,6 +234,8 @@ def read_ratings(paths: list[Path], notes: list[str] | None = None) -> pd.DataFr
     frames = []
     skipped: list[str] = []
     for p, label in zip(paths, labels):
+        if p.is_dir() and (p / "grades.jsonl").is_file():  # a run directory: its judges' grades
+            p = p / "grades.jsonl"
         if not p.is_file():
             raise UserError(f"{p}: file not found")
         rows = grades_to_rows(p, skipped) if _looks_like_grades(p) else table_to_rows(p)

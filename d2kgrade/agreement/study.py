@@ -282,13 +282,12 @@ def select_kind(df: pd.DataFrame, kind: str) -> pd.DataFrame:
     return df[is_prop if kind == "proposal" else ~is_prop]
 
 
-def run_agreement(ratings: list[Path], cfg: AgreementConfig, *, gold: Path | None = None,
-                  rubrics_from: Path | None = None, kind: str = "code") -> AgreementResult:
-    """Read ratings (and gold), keep one kind of item, derive scores from property ratings where a rubric is at
-    hand, and run the study."""
+def load_ratings(ratings: list[Path], *, kind: str = "code", rubrics_from: Path | None = None,
+                 notes: list[str] | None = None) -> pd.DataFrame:
+    """Read ratings, keep one kind of item, and derive people's scores from their property ratings where the
+    suite at ``rubrics_from`` has the task's rubric."""
     from d2kgrade.agreement.ratings import add_derived_scores, read_ratings
 
-    notes: list[str] = []
     df = select_kind(read_ratings(ratings, notes), kind)
     if df.empty:
         raise UserError(f"no ratings of {kind} items in {', '.join(str(p) for p in ratings)} (see --kind)")
@@ -299,7 +298,20 @@ def run_agreement(ratings: list[Path], cfg: AgreementConfig, *, gold: Path | Non
         suite = Suite(rubrics_from)
         for task in sorted(set(df["task"]) & set(suite.task_ids)):
             rubrics[task] = suite.load_rubric(task)
-    df = add_derived_scores(df, rubrics)
+    return add_derived_scores(df, rubrics)
+
+
+def run_agreement(ratings: list[Path], cfg: AgreementConfig, *, gold: Path | None = None,
+                  rubrics_from: Path | None = None, kind: str = "code",
+                  table: list[pd.DataFrame] | None = None) -> AgreementResult:
+    """Read ratings (and gold) with :func:`load_ratings` and run the study; the ratings table is appended to
+    ``table`` when given (the report draws from it)."""
+    from d2kgrade.agreement.ratings import read_ratings
+
+    notes: list[str] = []
+    df = load_ratings(ratings, kind=kind, rubrics_from=rubrics_from, notes=notes)
+    if table is not None:
+        table.append(df)
     gold_df = select_kind(read_ratings([gold]), kind) if gold is not None else None
     inputs = [str(p) for p in ratings] + ([f"gold: {gold}"] if gold is not None else [])
     result = agreement_study(df, cfg, gold=gold_df, inputs=inputs)

@@ -89,7 +89,8 @@ def import_ratings(paths: list[Path], key: Path | None = None) -> pd.DataFrame:
                     raise UserError(f"{path}: blind id {blind!r} is not in the key {key}; is it the key of this "
                                     "pack?")
                 meta = items[blind]
-                item, task = item_key(str(meta["episode_id"]), str(meta["kind"])), str(meta["task"])
+                item = str(meta.get("item_id") or item_key(str(meta["episode_id"]), str(meta["kind"])))
+                task = str(meta["task"])
             else:
                 item, task = blind, ""
             out.append({"item_id": item, "property_id": r["property_id"], "rater_id": r["rater_id"],

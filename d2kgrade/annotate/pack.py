@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from d2kgrade.agreement.ratings import item_key
 from d2kgrade.annotate import labelstudio
 from d2kgrade.errors import UserError
 from d2kgrade.io import atomic_write_text, write_json
@@ -61,6 +62,7 @@ class Item:
     """One file to rate."""
 
     run_dir: str
+    run: str
     episode_id: str
     kind: str
     path: Path
@@ -73,11 +75,12 @@ class Item:
 
 def collect_items(run_dirs: list[Path], kinds: tuple[str, ...]) -> list[Item]:
     """Kernels and/or design notes of the runs' agent episodes (reference episodes are not rated)."""
-    from d2kgrade.metrics.tables import load_run_dir
+    from d2kgrade.metrics.tables import load_run_dir, run_label
 
     items = []
     for d in run_dirs:
         run = load_run_dir(d)
+        label = run_label(d) or d.name
         e = run.episodes[run.episodes["agent"] != "reference"]
         for r in e.to_dict("records"):
             for kind in kinds:
@@ -88,7 +91,7 @@ def collect_items(run_dirs: list[Path], kinds: tuple[str, ...]) -> list[Item]:
                 if not path.is_file():
                     log.warning("%s: %s of episode %s is missing; skipped", d, rel, r["episode_id"])
                     continue
-                items.append(Item(str(d), str(r["episode_id"]), kind, path, str(r["task"]), str(r["model"]),
+                items.append(Item(str(d), label, str(r["episode_id"]), kind, path, str(r["task"]), str(r["model"]),
                                   str(r["arm"]), str(r["guidance"]), int(r["seed"])))
     if not items:
         raise UserError(f"no {' or '.join(kinds)} files in {', '.join(str(d) for d in run_dirs)} to annotate")
@@ -147,7 +150,8 @@ def export_pack(run_dirs: list[Path], out: Path, rubrics: dict[str, Rubric] | No
     key = {"schema_version": KEY_VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "seed": seed, "raters": raters, "overlap": overlap, "kinds": list(kinds),
            "run_dirs": [str(d) for d in run_dirs],
-           "items": {blind[i]: {"run_dir": it.run_dir, "episode_id": it.episode_id, "kind": it.kind,
+           "items": {blind[i]: {"item_id": item_key(it.episode_id, it.kind, it.run), "run_dir": it.run_dir,
+                                "run": it.run, "episode_id": it.episode_id, "kind": it.kind,
                                 "file": str(it.path), "task": it.task, "model": it.model, "arm": it.arm,
                                 "guidance": it.guidance, "seed": it.seed} for i, it in enumerate(items)},
            "overlap_items": [blind[i] for i in shared],

@@ -74,10 +74,20 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
-    except Exception as exc:  # click's usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors (unknown option, bad value) arrive here in non-standalone mode
+        if isinstance(exc, _click_exception_types()):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
+
+
+def _click_exception_types() -> tuple[type[BaseException], ...]:
+    """Click's exception class, whether typer uses the click package or its own vendored copy (typer >= 0.25)."""
+    types: list[type[BaseException]] = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        types.append(module.ClickException)
+    return tuple(types)

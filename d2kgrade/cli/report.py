@@ -42,15 +42,14 @@ def report(
     result = score_runs(runs, cfg, load_runs(reference) if reference else [])
     agreement, table = None, None
     if ratings:
-        from d2kgrade.agreement.ratings import read_ratings
         from d2kgrade.agreement.results import AgreementConfig
-        from d2kgrade.agreement.study import run_agreement, select_kind
-
-        acfg = AgreementConfig(resamples=min(resamples, 1000), seed=seed, ci=ci)
+        from d2kgrade.agreement.study import run_agreement
         from d2kgrade.config import load_settings
 
-        agreement = run_agreement(list(ratings), acfg, gold=gold, rubrics_from=load_settings(suite=suite).suite)
-        table = select_kind(read_ratings(list(ratings)), "code")
+        tables: list = []
+        agreement = run_agreement(list(ratings), AgreementConfig(resamples=min(resamples, 1000), seed=seed, ci=ci),
+                                  gold=gold, rubrics_from=load_settings(suite=suite).suite, table=tables)
+        table = tables[0]
     html_path, md_path = write_report(out, result, agreement, table)
     err_console.print(f"wrote {html_path} and {md_path}")
     for w in result.warnings:

@@ -183,8 +183,8 @@ def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[in
         warnings.append(f"no code grades by rater {cfg.rater!r}" + (f" (grades exist by: {', '.join(have)}; "
                         "choose one with --rater)" if have else " (no grades.jsonl)") +
                         ": implementation scores are undefined")
-    elif n_graded < int((ep["arm"] != "propose").sum()):
-        warnings.append(f"only {n_graded} of {len(ep)} episodes have a {cfg.rater} code grade; implementation "
+    elif n_graded < (n_code := int((ep["arm"] != "propose").sum())):
+        warnings.append(f"only {n_graded} of {n_code} episodes have a {cfg.rater} code grade; implementation "
                         "scores average the graded ones")
     if prater is not None and prater != (cfg.proposal_rater or cfg.rater):
         warnings.append(f"no proposal grades by {cfg.rater!r}; proposed rates use the {prater!r} rater")

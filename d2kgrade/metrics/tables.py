@@ -368,3 +368,31 @@ def load_runs(run_dirs: list[Path], *, episodes: Path | None = None, workloads: 
     if not runs:
         raise UserError("nothing to score: give RUN_DIR(s), or --episodes FILE --workloads FILE")
     return runs
+
+
+def run_label(run_dir: Path) -> str | None:
+    """The name of a run in item ids (``<run>/<episode id>``): episode ids repeat across runs (one run per model),
+    so agreement studies and annotation packs qualify them. The store's ``run_id``, else the first ``run_id`` of
+    a plain episodes table, else the folder's name; None when ``run_dir`` is not a run directory."""
+    import sqlite3
+
+    from d2kgrade import runstore
+
+    db = run_dir / runstore.DB_NAME
+    if db.is_file():
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+            try:
+                row = con.execute("SELECT run_id FROM runs LIMIT 1").fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            row = None
+        return str(row[0]) if row and row[0] else run_dir.resolve().name
+    ep = _find(run_dir, "episodes")
+    if ep is None:
+        return None
+    df = read_table(ep)
+    if "run_id" in df.columns and len(df) and str(df["run_id"].iloc[0]).strip():
+        return str(df["run_id"].iloc[0]).strip()
+    return run_dir.resolve().name

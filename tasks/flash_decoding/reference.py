@@ -10,8 +10,10 @@ import torch.nn.functional as F
 
 # "normal" is the catalog's q, K, V ~ N(0,1): scores ~ N(0,1), so o is an average over ~L positions and
 #   |o| ~ 1/sqrt(L) (~0.004 at L = 65536): on its own it barely separates a correct kernel from zeros.
-# "sharp" scales q by 4: scores ~ N(0, 16), a handful of keys dominate each head, |o| ~ 0.5, and those keys sit in
-#   random splits, so a wrong rescale factor or a dropped or doubled split shows up as an O(1) error.
+# "sharp" scales q by 2.5: scores ~ N(0, 6.25), a handful of keys dominate each head and |o| ~ 0.3-2, and those
+#   keys sit in random splits, so a wrong rescale factor or a dropped or doubled split is an O(1) error. It is also
+#   where precision shows: re-rounding the D^-0.5-scaled q to bf16 before q.K fails the tolerance (score errors of
+#   ~2^-9 |s|), while an honest kernel (fp32 scores, bf16 P for the PV product) stays at <= ~0.4 of it.
 # "offset" draws q and K around a common mean of 3 per coordinate: every score is ~9 sqrt(D) (~100 at D = 128),
 #   so exp without subtracting the running max overflows fp32 (and fp16/bf16 probabilities at any D), while the
 #   per-key spread (~3.2) keeps the softmax as concentrated as "sharp".
@@ -26,7 +28,7 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     k = torch.randn(shapes["k_cache"], **f32)
     v = torch.randn(shapes["v_cache"], **f32)
     if dist == "sharp":
-        q = q * 4.0
+        q = q * 2.5
     elif dist == "offset":
         q = q + 3.0
         k = k + 3.0

@@ -115,7 +115,8 @@ def test_round_trip_export_fill_import_compare(pack):
     files = [out / "ann1_export.json", out / "ann2_min.json", out / "annotator-03" / "ratings_template.csv"]
     df = import_ratings(files, out / "key.json")
     assert sorted(set(df["rater_id"])) == ["ann1@lab.org", "ann2@lab.org", "annotator-03"]
-    by_episode = {item_key(m["episode_id"], m["kind"]): m for m in key["items"].values()}
+    by_episode = {m["item_id"]: m for m in key["items"].values()}
+    assert all(i == item_key(m["episode_id"], m["kind"], "r0") for i, m in by_episode.items())
     suite = Suite(ROOT)
     n_props = {t: len(suite.load_rubric(t).properties) for t in TASKS}
     expected = {r: sum(n_props[key["items"][b]["task"]] for b in ids)
@@ -182,4 +183,30 @@ def test_annotate_cli_round_trip(tmp_path):
     assert r.exit_code == 0, r.output
     got = pd.read_csv(tmp_path / "ratings.csv")
     assert len(got) == len(df) and set(got["value"]) == {1.0}
-    assert set(got["item_id"]) == {m["episode_id"] for m in key["items"].values()}
+    assert set(got["item_id"]) == {f"r0/{m['episode_id']}" for m in key["items"].values()}
+
+
+def test_runs_with_the_same_episode_ids_stay_apart(tmp_path):
+    """One run per model: episode ids repeat across runs, item ids carry the run."""
+    import pandas as pd
+
+    from d2kgrade.agreement.ratings import read_ratings
+
+    runs = []
+    for name in ("qwen", "llama"):
+        run = make_run(tmp_path / name, models=(name,), tasks=("softmax",), with_files=True, seed=1)
+        for table in ("episodes", "workloads"):  # the runner's ids: no model in them
+            df = pd.read_csv(run / f"{table}.csv")
+            df["episode_id"] = df["episode_id"].str.replace(f"{name}-", "", regex=False)
+            if table == "episodes":
+                df["run_id"] = f"run-{name}"
+            df.to_csv(run / f"{table}.csv", index=False)
+        (run / "grades.jsonl").write_text((run / "grades.jsonl").read_text().replace(f'"{name}-', '"'))
+        runs.append(run)
+    df = read_ratings(runs)  # run directories: their grades.jsonl
+    assert {i.split("/")[0] for i in df["item_id"]} == {"run-qwen", "run-llama"}
+    assert set(df["rater_id"]) == {"combined", "static", "llm"}  # one judge over both runs, no clash
+    out = tmp_path / "pack"
+    export_pack(runs, out, None, raters=1, seed=0, rubric_loader=Suite(ROOT).load_rubric)
+    ids = [m["item_id"] for m in json.loads((out / "key.json").read_text())["items"].values()]
+    assert len(ids) == len(set(ids)) == 4 and set(ids) <= set(df["item_id"])

@@ -84,3 +84,11 @@ def test_schema_export(tmp_path):
     for name, prop in task_schema["properties"].items():
         assert prop.get("description"), name
     assert "properties" in rubric_schema["properties"]
+
+
+def test_usage_errors_are_one_line_no_traceback():
+    for args in (("tasks", "list", "--bogus"), ("tasks", "show"), ("no-such-command",)):
+        proc = _console(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert "Error" in proc.stderr

@@ -189,3 +189,40 @@ def test_propose_arm_and_partial_guidance(tmp_path):
     l1 = next(c for c in res.comparisons if c.treatment == "guided-L1").metrics["correctness"]
     full = next(c for c in res.comparisons if c.treatment == "guided").metrics["correctness"]
     assert l1.treatment == full.treatment  # the copied episodes are the same kernels
+
+
+def test_reference_speed_from_another_run(tmp_path):
+    eps = [episode("u", "ta", "unguided", True), episode("g", "ta", "guided", True)]
+    run = write_tables(tmp_path / "run", eps, [*workloads("u", [1.5, 1.5]), *workloads("g", [3.0, 3.0])])
+    no_ref = score_runs([load_run_dir(run)], CFG)
+    assert _arm(no_ref, "m", "guided").metrics["perf_score"].value == 2.0  # level 3 needs a reference
+    ref_eps = [episode("ref", "ta", "guided", True, model="expert", agent="reference"),
+               episode("other", "ta", "guided", False, model="other-model")]
+    ref = write_tables(tmp_path / "ref", ref_eps, [*workloads("ref", [3.2, 3.2]), *workloads("other", [1.0])])
+    res = score_runs([load_run_dir(run)], CFG, [load_run_dir(ref)])
+    assert _arm(res, "m", "guided").metrics["perf_score"].value == 3.0  # 3.0 / 3.2 = 0.94 >= 0.9
+    assert _arm(res, "m", "unguided").metrics["perf_score"].value == 2.0  # 1.5 / 3.2 < 0.9, but > eager
+    assert {a.model for a in res.arms} == {"m"}  # the reference run's agent episodes are not scored
+    strict = score_runs([load_run_dir(run)], ScoreConfig(resamples=0, reference_fraction=0.95),
+                        [load_run_dir(ref)])
+    assert _arm(strict, "m", "guided").metrics["perf_score"].value == 2.0
+
+
+def test_score_cli_tables_and_option_errors(tmp_path):
+    from typer.testing import CliRunner
+
+    from d2kgrade.cli import app
+
+    run = _hand_run(tmp_path)
+    res = CliRunner().invoke(app, ["score", str(run), "--resamples", "20", "--out", str(tmp_path / "s.json")],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "Guided minus unguided" in res.stdout and "+33.3 pp" in res.stdout  # correctness 2/3 -> 3/3
+    import json
+
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert saved["config"]["resamples"] == 20 and saved["schema_version"] == 1
+    bad = CliRunner().invoke(app, ["score", str(run), "--fast-p", "1,x"])
+    assert isinstance(bad.exception, UserError) and "--fast-p" in str(bad.exception)
+    bad = CliRunner().invoke(app, ["score", str(run), "--rater", "robot"])
+    assert isinstance(bad.exception, UserError) and "--rater" in str(bad.exception)

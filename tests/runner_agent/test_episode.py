@@ -41,7 +41,7 @@ def test_episode_loop_records_everything(tmp_path: Path):
     assert "timing unavailable" in bench and "correctness: smoke passed" in bench
     assert submit.startswith("submitted kernel.py (kernel version 2") and "last test: passed" in submit
     assert [(c["workloads"], c["hidden"], c["timing"]) for c in CALLS] == [
-        (["smoke"], False, False), ("all", False, False), ("all", False, True), ("all", True, True)]
+        ("smoke", False, False), ("all", False, False), ("all", False, True), ("all", True, True)]
 
     row = res.rows[0]
     assert (row["status"], row["final_status"], row["correct"]) == ("finished", "passed", True)

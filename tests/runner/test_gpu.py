@@ -1,0 +1,113 @@
+"""The evaluator on a real GPU: timing, baselines, roofline, profiler proof, side streams, crashes and the CUDA
+build cache. Run on the device with ``pytest -m gpu tests/runner -q``; skipped without CUDA."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.evaluate import EvalOptions, run_evaluation
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+HONEST = HERE / "honest"
+ADV = HERE / "adversarial"
+FAST = dict(target_s=0.2, min_reps=20, max_reps=200)
+
+
+def run(task: str, path: Path, workloads: str | list[str], *, tripwires: bool = True, compile_baseline: bool = False,
+        hidden: bool = False, **kw):
+    return run_evaluation(task, path, device="cuda", workloads=workloads, seed=11, hidden=hidden, timeout_s=600,
+                          options=EvalOptions(tripwires=tripwires, compile_baseline=compile_baseline, **FAST, **kw))
+
+
+def test_honest_kernel_timed_against_live_baselines() -> None:
+    r = run("softmax", HONEST / "rows_per_program.py", ["short_rows_fp32"], compile_baseline=True, hidden=True)
+    assert r.status == "passed", r.message + r.log[-3000:]
+    w = r.workloads[0]
+    assert w.time and w.eager and w.compiled and w.time.reps >= 20
+    assert w.speedup_eager == pytest.approx(w.eager.median_ms / w.time.median_ms)
+    assert w.roofline_floor_ms and 0 < w.roofline_fraction <= 1 / 0.85
+    assert w.host_ms is not None and w.checked_calls >= w.time.reps  # every timed output was checked
+    assert w.compile_warmup_s is not None and w.compile_warmup_s > 0
+    assert r.ceilings and r.ceilings["copy_bytes_per_s"] > 1e12
+    assert r.environment.gpu and r.environment.driver and r.environment.cuda
+    assert r.workloads[-1].hidden and r.workloads[-1].status == "passed" and r.workloads[-1].time is None
+
+
+def test_timing_is_repeatable() -> None:
+    a = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
+    b = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
+    assert a.status == b.status == "passed", a.message + b.message
+    ma, mb = a.workloads[0].time.median_ms, b.workloads[0].time.median_ms
+    assert abs(ma - mb) / min(ma, mb) < 0.05, (ma, mb)
+
+
+def test_side_stream_work_is_caught() -> None:
+    r = run("softmax", ADV / "gpu" / "side_stream.py", ["rows_4k"])
+    assert r.status == "rejected" and "static.stream" in {f.code for f in r.flags}
+    rt = run("softmax", ADV / "gpu" / "side_stream.py", ["rows_4k"], tripwires=False)
+    assert rt.status == "rejected", rt.message
+    assert {f.code for f in rt.flags} & {"timing.hidden_work", "timing.below_roofline"}, rt.flags
+
+
+def test_profiler_proof_on_gpu() -> None:
+    r = run("softmax", ADV / "torch_op_method.py", ["rows_4k"], tripwires=False)
+    assert r.status == "rejected"
+    assert {f.code for f in r.flags} >= {"profile.forbidden_op", "profile.no_own_kernel"}, r.flags
+    g = run("softmax", ADV / "ghost_kernel.py", ["rows_4k"], tripwires=False)
+    assert g.status == "rejected" and "profile.torch_compute" in {f.code for f in g.flags}, g.flags
+
+
+def test_compute_bound_cache_is_rejected() -> None:
+    r = run("gemm_bf16", ADV / "gpu" / "gemm_cache.py", ["square_8k"])
+    assert r.status == "rejected", r.message
+    assert {f.code for f in r.flags} & {"timing.below_roofline", "profile.torch_compute"}, r.flags
+
+
+def test_illegal_memory_access_is_a_status_and_the_next_run_is_clean() -> None:
+    r = run("softmax", ADV / "gpu" / "illegal_access.py", ["rows_4k"])
+    assert r.status == "crashed", r.message
+    ok = run("softmax", HONEST / "rows_per_program.py", ["short_rows_fp32"])
+    assert ok.status == "passed", ok.message
+
+
+def test_l2_flush_makes_a_cache_resident_copy_slower() -> None:
+    import torch
+
+    from runner.timing import Rotation, flush_buffer, timed_reps
+
+    dev = torch.device("cuda")
+    flush = flush_buffer(dev)
+    assert flush.numel() >= 4 * torch.cuda.get_device_properties(dev).L2_cache_size
+    src = [(torch.randn(2 << 20, device=dev),) for _ in range(2)]  # 8 MB: fits in L2
+    out = torch.empty(2 << 20, device=dev)
+    rot = Rotation.make(src)
+
+    def copy(args):
+        return out.copy_(args[0])
+
+    flushed = sorted(timed_reps(copy, rot, 50, flush))[25]
+    no_flush = sorted(timed_reps(copy, rot, 50, torch.empty(0, dtype=torch.uint8, device=dev)))[25]
+    assert flushed > 1.1 * no_flush, (flushed, no_flush)
+
+
+@pytest.mark.slow
+def test_cuda_submission_builds_once() -> None:
+    from runner import cuda_cache
+
+    src = (HONEST / "gpu" / "cuda_softmax.py").read_text()
+    t0 = time.monotonic()
+    first = run("softmax", HONEST / "gpu" / "cuda_softmax.py", ["short_rows_fp32"])
+    t_first = time.monotonic() - t0
+    assert first.status == "passed", first.message + first.log[-3000:]
+    assert cuda_cache.is_built(cuda_cache.source_hash(src))
+    t0 = time.monotonic()
+    second = run("softmax", HONEST / "gpu" / "cuda_softmax.py", ["short_rows_fp32"])
+    t_second = time.monotonic() - t0
+    assert second.status == "passed"
+    assert cuda_cache.prebuild(src)["cached"]
+    print(f"CUDA submission: first evaluation {t_first:.1f} s (build included), second {t_second:.1f} s")
