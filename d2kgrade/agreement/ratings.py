@@ -234,7 +234,9 @@ def read_ratings(paths: list[Path], notes: list[str] | None = None) -> pd.DataFr
     frames = []
     skipped: list[str] = []
     for p, label in zip(paths, labels):
-        if p.is_dir() and (p / "grades.jsonl").is_file():  # a run directory: its judges' grades
+        if p.is_dir():  # a run directory: its judges' grades
+            if not (p / "grades.jsonl").is_file():
+                raise UserError(f"{p}: a directory without grades.jsonl (judge the run first: d2kgrade judge --run)")
             p = p / "grades.jsonl"
         if not p.is_file():
             raise UserError(f"{p}: file not found")

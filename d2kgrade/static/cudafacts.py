@@ -582,7 +582,10 @@ class CudaLowerer:
             ty = n.child_by_field_name("type")
             val = n.child_by_field_name("value")
             ve = self.expr(val) if val is not None else Expr("other")
-            return self.cast(self.text(ty) if ty is not None else "", ve, n, a, b)
+            e = self.cast(self.text(ty) if ty is not None else "", ve, n, a, b)
+            if e.kind == "cast" and self.f is not None:
+                self.f.calls.append(Call("cast", e, self.loops, self.guards))
+            return e
         if t == "assignment_expression" or t == "update_expression":
             if self.f is not None:
                 self.effect(n)

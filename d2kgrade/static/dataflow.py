@@ -78,6 +78,7 @@ class Flow:
         self._carried: dict[str, dict[int, dict[str, list[Assign]]]] = {}
         self._call_sites: dict[str, list[tuple[Expr, Function]]] | None = None
         self._memory: dict[str, list[tuple[str, Call, set[str]]]] = {}
+        self._reads_cache: dict[int, tuple[Expr, frozenset[str], frozenset[int]]] = {}
 
     # ------------------------------------------------------------------------------------------ resolution
 
@@ -416,10 +417,19 @@ class Flow:
         """A reduction across elements or threads: ``tl.sum``..., warp shuffles, a helper that reduces."""
         if call.kind != "call":
             return False
-        if self._is_reduction_name(call.op):
+        if call.op in REDUCTIONS or self._is_reduction_name(call.op):
             return True
+        if call.op.startswith(("tl.", ".", "libdevice.")):
+            return False
         callee = self.callee(call.op, fn) if call.recv is None else None
         return callee is not None and callee.key in self.reducers()
+
+    @staticmethod
+    def reduction_operand(call: Expr) -> Expr | None:
+        """The reduced value of a reduction call (``__shfl_xor_sync(mask, v, lane)`` and ``cg::reduce(g, v, op)``
+        take it second)."""
+        i = 1 if call.op.startswith("__shfl") or call.op.endswith("::reduce") else 0
+        return call.args[i] if i < len(call.args) else None
 
     def carried(self, fn: Function) -> dict[int, dict[str, list[Assign]]]:
         """Loop-carried variables: loop id -> name -> in-loop assignments that read the name's previous value.
@@ -483,14 +493,20 @@ class Flow:
                 return True
         return False
 
-    def reads_through(self, e: Expr, fn: Function, taint: Taint, seeds: set[int], site: Site | None = None) -> bool:
-        """Does ``e`` (read at ``site``) read a tainted value or contain a seed node, not looking inside
-        reductions?"""
+    def _reads(self, e: Expr, fn: Function) -> tuple[frozenset[str], frozenset[int]]:
+        """Names ``e`` reads and ids of its nodes, not looking inside reductions (cached per expression)."""
+        key = id(e)
+        hit = self._reads_cache.get(key)
+        if hit is not None and hit[0] is e:
+            return hit[1], hit[2]
+        names: set[str] = set()
+        nodes: set[int] = set()
         stack = [e]
         while stack:
             x = stack.pop()
-            if id(x) in seeds or (x.kind == "name" and self.name_tainted(fn, x.op, taint, site)):
-                return True
+            nodes.add(id(x))
+            if x.kind == "name":
+                names.add(x.op)
             if x.kind == "call" and self.is_reduction(x, fn):
                 continue
             if x.kwargs:
@@ -498,22 +514,35 @@ class Flow:
             stack.extend(x.args)
             if x.recv is not None:
                 stack.append(x.recv)
-        return False
+        out = (frozenset(names), frozenset(nodes))
+        self._reads_cache[key] = (e, *out)
+        return out
+
+    def reads_through(self, e: Expr, fn: Function, taint: Taint, seeds: set[int], site: Site | None = None) -> bool:
+        """Does ``e`` (read at ``site``) read a tainted value or contain a seed node, not looking inside
+        reductions?"""
+        names, nodes = self._reads(e, fn)
+        if seeds and not nodes.isdisjoint(seeds):
+            return True
+        return any(self.name_tainted(fn, n, taint, site) for n in names)
 
     def taint(self, fn: Function, start: Taint | None, seeds: set[int]) -> Taint:
         """Definitions whose values depend element-wise (not through a reduction) on ``start`` or seed nodes."""
         t = Taint(set(start.defs) if start else set(), set(start.names) if start else set())
         changed = True
         rounds = 0
+        pending = list(fn.assigns)
         while changed and rounds < 20:
             changed = False
             rounds += 1
-            for a in fn.assigns:
-                if id(a) in t.defs:
-                    continue
+            rest = []
+            for a in pending:
                 if self.reads_through(a.value, fn, t, seeds, site_of(a)):
                     t.defs.add(id(a))
                     changed = True
+                else:
+                    rest.append(a)
+            pending = rest
         return t
 
     def bases(self, e: Expr, fn: Function, depth: int = 0, seen: set[int] | None = None) -> set[str]:

@@ -13,6 +13,7 @@ statements after ``return``/``raise``/``break``/``continue`` and branches of ``i
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any
 
 from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop
@@ -51,6 +52,7 @@ _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
            ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical(dotted: str) -> str:
     """``triton.language.math.exp2`` -> ``tl.exp2`` and the like (see :mod:`d2kgrade.static.ir`)."""
     for prefix, repl in _CANON_PREFIXES:

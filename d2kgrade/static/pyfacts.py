@@ -492,7 +492,7 @@ def extract_python(facts: Facts) -> None:
     if facts.errors:
         return
     cuda_hosts = {f.name: k for k, f in funcs.items() if f.lang == "cuda" and f.kind == "cpp"}
-    facts.reachable = ex.reach(roots, cuda_hosts, cuda_edges(facts))
+    facts.reachable = ex.reach(roots, cuda_hosts, cuda_edges(facts)) if facts.inline_sources else reachable
     facts.launches = ex.launch_order(roots[-1])
     inline_kernels(facts)
     unresolved = [la.line for f in facts.hosts("py") for la in f.launches

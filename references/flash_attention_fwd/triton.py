@@ -24,7 +24,7 @@ pipeliner) while the program keeps a running row max m, denominator l and an unn
 - TMA descriptors are 2-D views [B*H*S, D]. A tile that runs past S reads the next head's rows (or zeros past the
   tensor end); those keys are masked (the tail stage / the causal mask) and those query rows are never stored.
 
-Configs (autotuned on the GPU, key (S, D, causal)): BLOCK_M=128 with BLOCK_N=128 for D=128 and BLOCK_N=64 for
+Configs (autotuned on the GPU, key (S, D, causal, Hq, Hkv)): BLOCK_M=128 with BLOCK_N=128 for D=128 and BLOCK_N=64 for
 D=256 (so the 128x256 fp32 accumulator and P stay in registers), 8 warps, 2-4 stages. Under the Triton
 interpreter (CPU), where autotuning is unavailable, the same kernel runs with one fixed small config and
 pointer loads.
@@ -82,11 +82,13 @@ def _attn_block_range(
     for start_n in tl.range(lo, hi, BLOCK_N):
         # K/V tiles: TMA on Hopper (the descriptor spans all heads; scores of keys >= S are masked below), else
         # pointers, row-masked in the masked stages only.
+        kv_rows = (kv_row0 + start_n + offs_n).to(tl.int64)[:, None]
+        kv_mask = ((start_n + offs_n) < S)[:, None]
         if USE_TMA:
             k = desc_k.load([kv_row0 + start_n, 0])
+        elif MASK == 0:
+            k = tl.load(k_ptr + kv_rows * stride_ks + offs_d[None, :])
         else:
-            kv_rows = (kv_row0 + start_n + offs_n).to(tl.int64)[:, None]
-            kv_mask = ((start_n + offs_n) < S)[:, None] | (MASK == 0)
             k = tl.load(k_ptr + kv_rows * stride_ks + offs_d[None, :], mask=kv_mask, other=0.0)
         qk = tl.dot(q, tl.trans(k))
         if MASK == 1:
@@ -100,6 +102,8 @@ def _attn_block_range(
         l_i = l_i * alpha + tl.sum(p, axis=1)
         if USE_TMA:
             v = desc_v.load([kv_row0 + start_n, 0])
+        elif MASK == 0:
+            v = tl.load(v_ptr + kv_rows * stride_vs + offs_d[None, :])
         else:
             v = tl.load(v_ptr + kv_rows * stride_vs + offs_d[None, :], mask=kv_mask, other=0.0)
         # P stays in registers and is the A operand of the P @ V MMA, accumulating into the fp32 O tile.
@@ -112,7 +116,7 @@ def _attn_block_range(
 def _attn_fwd_kernel(
     desc_q, desc_k, desc_v,
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
-    B, S, qk_scale,
+    S, qk_scale,
     stride_qs, stride_ks, stride_vs, stride_os,
     HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr,
@@ -268,7 +272,7 @@ def flash_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, ca
     else:
         descs = [None, None, None]
     qk_scale = D ** -0.5 * LOG2E
-    args = (*descs, q, k, v, o, lse, B, S, qk_scale, D, D, D, D)
+    args = (*descs, q, k, v, o, lse, S, qk_scale, D, D, D, D)
     meta = dict(HQ=Hq, HKV=Hkv, HEAD_DIM=D, CAUSAL=bool(causal), USE_TMA=use_tma)
     if fixed:
         if causal and bm % bn:

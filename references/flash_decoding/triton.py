@@ -35,9 +35,9 @@ Roofline floors on H200 (bytes = 2*B*Hkv*L*D*2 + 2*B*Hq*D*2 at 4.25 TB/s; flops 
 workload       B, Hq, Hkv, L, D               HBM floor    measured fraction of the floor
 =============  =============================  ===========  =================================
 b1_64k         1, 32, 8, 65536, 128           63.2 us      pending an H200 run
-b16_16k        16, 32, 8, 16384, 128          252.6 us     pending an H200 run
-b64_4k_gqa8    64, 64, 8, 4096, 128           252.7 us     pending an H200 run
-mha_b4_16k     4, 32, 32, 16384, 128          252.6 us     pending an H200 run
+b16_16k        16, 32, 8, 16384, 128          252.7 us     pending an H200 run
+b64_4k_gqa8    64, 64, 8, 4096, 128           253.1 us     pending an H200 run
+mha_b4_16k     4, 32, 32, 16384, 128          252.7 us     pending an H200 run
 =============  =============================  ===========  =================================
 """
 

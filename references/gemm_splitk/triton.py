@@ -36,8 +36,8 @@ workload         M x N x K           HBM floor     MMA floor    measured fractio
 ===============  ==================  ============  ===========  =================================
 decode_m1        1 x 8192 x 8192     31.6 us       0.2 us       pending an H200 run
 decode_m16_down  16 x 4096 x 14336   27.8 us       2.5 us       pending an H200 run
-batch64_square   64 x 8192 x 8192    32.0 us       11.5 us      pending an H200 run
-wgrad_long_k     256 x 4096 x 65536  134.4 us      183.3 us     pending an H200 run (compute-bound)
+batch64_square   64 x 8192 x 8192    32.1 us       11.5 us      pending an H200 run
+wgrad_long_k     256 x 4096 x 65536  134.7 us      183.3 us     pending an H200 run (compute-bound)
 ===============  ==================  ============  ===========  =================================
 """
 
@@ -285,13 +285,42 @@ def _split(K: int, tiles: int, num_sms: int, BK: int, min_slice: int) -> tuple[i
     return triton.cdiv(K, k_per), k_per
 
 
+def _plan(M: int, N: int, K: int, num_sms: int, *, path: str | None = None, config: dict | None = None,
+          splits: int | None = None, interp: bool = False) -> dict:
+    """Path, tile config, and for ``gemv``/``splitk`` the split (S, K_PER_SPLIT), for one problem."""
+    path = path or _pick_path(M)
+    key = "splitk_m64" if path == "splitk" and M > 32 else path
+    if key not in _GPU:
+        raise ValueError(f"unknown path {path!r}")
+    cfg = dict((_INTERP if interp else _GPU)[key], **(config or {}))
+    plan = {"path": path, "num_warps": cfg.pop("num_warps"), "cfg": cfg}
+    if path == "streamk":
+        return plan
+    BM = cfg.pop("BM", None) or max(triton.next_power_of_2(M), 1 if path == "gemv" else 16)
+    if path == "gemv":
+        if BM > _GEMV_MAX_M:
+            raise ValueError(f"gemv path takes M <= {_GEMV_MAX_M}, got {M}")
+        if not interp and config is None:
+            cfg["BK"] = max(64, cfg["BK"] // BM)  # BM * BN * BK <= 8192 fp32 partials: 64 registers per thread
+    else:
+        BM = min(BM, 64)
+    tiles = triton.cdiv(N, cfg["BN"]) * triton.cdiv(M, BM)
+    if splits is None:
+        S, k_per = _split(K, tiles, num_sms, cfg["BK"], _INTERP_MIN_SLICE if interp else _MIN_SLICE)
+    else:
+        k_per = triton.cdiv(triton.cdiv(K, splits), cfg["BK"]) * cfg["BK"]
+        S = triton.cdiv(K, k_per)
+    plan.update(BM=BM, tiles=tiles, S=S, k_per=k_per)
+    return plan
+
+
 def gemm_splitk(A: torch.Tensor, B: torch.Tensor, *, _path: str | None = None, _config: dict | None = None,
                 _num_sms: int | None = None, _splits: int | None = None) -> torch.Tensor:
     """``A @ B.T`` for skinny A [M, K] and B [N, K] in bf16 or fp16, accumulated in fp32, returned in A's dtype.
 
     The underscored arguments override the launcher's choices; tests use them to run every path under the
-    interpreter. ``_path`` is ``gemv``, ``splitk`` or ``streamk``; ``_config`` replaces the path's tile config;
-    ``_splits`` forces S for ``gemv``/``splitk``.
+    interpreter. ``_path`` is ``gemv``, ``splitk`` or ``streamk``; ``_config`` replaces entries of the path's
+    tile config; ``_splits`` forces S for ``gemv``/``splitk``; ``_num_sms`` the size of the Stream-K grid.
     """
     if A.dim() != 2 or B.dim() != 2 or A.shape[1] != B.shape[1]:
         raise ValueError(f"expected A [M, K] and B [N, K], got {tuple(A.shape)} and {tuple(B.shape)}")
@@ -309,40 +338,20 @@ def gemm_splitk(A: torch.Tensor, B: torch.Tensor, *, _path: str | None = None, _
     if K == 0:
         return C.zero_()
     num_sms = _num_sms or _sm_count(A)
-    path = _path or _pick_path(M)
-    interp = _interpreting()
-    key = "splitk_m64" if path == "splitk" and M > 32 else path
-    if key not in _GPU:
-        raise ValueError(f"unknown path {path!r}")
-    cfg = dict((_INTERP if interp else _GPU)[key], **(_config or {}))
-    warps = cfg.pop("num_warps")
-    min_slice = _INTERP_MIN_SLICE if interp else _MIN_SLICE
-
-    if path in ("gemv", "splitk"):
-        BN, BK = cfg["BN"], cfg["BK"]
-        BM = cfg.pop("BM", None) or max(triton.next_power_of_2(M), 1 if path == "gemv" else 16)
-        if path == "gemv" and BM > _GEMV_MAX_M:
-            raise ValueError(f"gemv path takes M <= {_GEMV_MAX_M}, got {M}")
-        BM = min(BM, 64) if path == "splitk" else BM
-        if path == "gemv" and not interp and _config is None:
-            cfg["BK"] = BK = max(64, BK // BM)  # BM * BN * BK <= 8192 fp32 partials: 64 registers per thread
-        tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
-        if _splits is None:
-            S, k_per = _split(K, tiles, num_sms, BK, min_slice)
-        else:
-            k_per = triton.cdiv(triton.cdiv(K, _splits), BK) * BK
-            S = triton.cdiv(K, k_per)
-        ws, cnt = _WORKSPACE.get(A.device, M * N, tiles)  # untouched when S = 1
-        kern = _gemv_splitk_kernel if path == "gemv" else _splitk_swapab_kernel
-        kern[(tiles, S)](A, B, C, ws, cnt, M, N, K, k_per, S, A.stride(0), B.stride(0),
-                         BM=BM, **cfg, EVEN_K=K % BK == 0, num_warps=warps)
+    plan = _plan(M, N, K, num_sms, path=_path, config=_config, splits=_splits, interp=_interpreting())
+    cfg = plan["cfg"]
+    if plan["path"] in ("gemv", "splitk"):
+        ws, cnt = _WORKSPACE.get(A.device, M * N, plan["tiles"])  # untouched when S = 1
+        kern = _gemv_splitk_kernel if plan["path"] == "gemv" else _splitk_swapab_kernel
+        kern[(plan["tiles"], plan["S"])](A, B, C, ws, cnt, M, N, K, plan["k_per"], plan["S"], A.stride(0),
+                                         B.stride(0), BM=plan["BM"], **cfg, EVEN_K=K % cfg["BK"] == 0,
+                                         num_warps=plan["num_warps"])
     else:
         tiles = triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"])
-        k_iters = triton.cdiv(K, cfg["BK"])
-        progs = min(num_sms, tiles * k_iters)
+        progs = min(num_sms, tiles * triton.cdiv(K, cfg["BK"]))
         ws, cnt = _WORKSPACE.get(A.device, M * N, tiles)
         _streamk_kernel[(progs,)](A, B, C, ws, cnt, M, N, K, A.stride(0), B.stride(0),
-                                  **cfg, EVEN_K=K % cfg["BK"] == 0, NUM_SMS=progs, num_warps=warps)
+                                  **cfg, EVEN_K=K % cfg["BK"] == 0, NUM_SMS=progs, num_warps=plan["num_warps"])
     return C
 
 

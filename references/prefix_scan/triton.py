@@ -72,15 +72,44 @@ def _sm_count(t: torch.Tensor) -> int:
 
 
 @triton.jit
-def _pack(status, value):
-    """One int64 state word: status in the high 32 bits, the value's 32 bits (int32 or fp32) in the low ones."""
-    bits = value.to(tl.uint32, bitcast=True).to(tl.int64)
-    return (status.to(tl.int64) << 32) | bits
+def _pack(value, STATUS: tl.constexpr):
+    """One int64 state word: STATUS in the high 32 bits, the value's 32 bits (int32 or fp32) in the low ones."""
+    return value.to(tl.uint32, bitcast=True).to(tl.int64) | (STATUS << 32)
 
 
 @triton.jit
 def _unpack_value(state, like):
     return (state & 0xFFFFFFFF).to(tl.uint32).to(like.dtype, bitcast=True)
+
+
+@triton.jit
+def _lookback_step(states, end, row_first, like, WINDOW: tl.constexpr):
+    """One look-back step over the WINDOW states before ``end`` (nearest first), with acquire atomics.
+
+    Returns (sum, new_end, done): an INCLUSIVE state with only AGGREGATEs in front of it completes the prefix
+    (done = 1); otherwise the AGGREGATEs in front of the first unpublished state (the whole window if all are
+    AGGREGATEs) are consumed and ``end`` moves back past them. Positions before ``row_first`` read as a virtual
+    INCLUSIVE 0, so a walk always ends at the row start.
+    """
+    lane = tl.arange(0, WINDOW)
+    idx = end - 1 - lane
+    in_row = idx >= row_first
+    st = tl.atomic_add(states + idx, 0, mask=in_row, sem="acquire")
+    st = tl.where(in_row, st, STATUS_INCLUSIVE.value << 32)
+    status = (st >> 32).to(tl.int32)
+    val = _unpack_value(st, like)
+    zero = tl.zeros_like(val)
+    first_incl = tl.min(tl.where(status == STATUS_INCLUSIVE, lane, WINDOW), axis=0)
+    first_none = tl.min(tl.where(status == 0, lane, WINDOW), axis=0)
+    if first_incl < first_none:
+        add = tl.sum(tl.where(lane <= first_incl, val, zero), axis=0)
+        new_end = end
+        done = 1
+    else:
+        add = tl.sum(tl.where(lane < first_none, val, zero), axis=0)
+        new_end = end - first_none
+        done = 0
+    return add, new_end, done
 
 
 @triton.jit
@@ -109,37 +138,19 @@ def _scan_lookback_kernel(
     local = tl.cumsum(x, axis=0)
     agg = tl.sum(x, axis=0)
     if t == 0:
-        tl.atomic_xchg(states + tile, _pack(STATUS_INCLUSIVE, agg), sem="release")
+        tl.atomic_xchg(states + tile, _pack(agg, STATUS_INCLUSIVE), sem="release")
         prefix = tl.zeros_like(agg)
     else:
-        tl.atomic_xchg(states + tile, _pack(STATUS_AGGREGATE, agg), sem="release")
+        tl.atomic_xchg(states + tile, _pack(agg, STATUS_AGGREGATE), sem="release")
         # Decoupled look-back over the predecessors of this row, WINDOW at a time, nearest first.
-        row_first = tile - t
-        lane = tl.arange(0, WINDOW)
         prefix = tl.zeros_like(agg)
         end = tile
         done = 0
         while done == 0:
-            idx = end - 1 - lane
-            in_row = idx >= row_first
-            st = tl.atomic_add(states + idx, 0, mask=in_row, sem="acquire")
-            # Before the row start: a virtual INCLUSIVE prefix of 0.
-            st = tl.where(in_row, st, STATUS_INCLUSIVE.value << 32)
-            status = (st >> 32).to(tl.int32)
-            val = _unpack_value(st, agg)
-            first_incl = tl.min(tl.where(status == STATUS_INCLUSIVE, lane, WINDOW), axis=0)
-            first_none = tl.min(tl.where(status == 0, lane, WINDOW), axis=0)
-            if first_incl < first_none:
-                # Nearest INCLUSIVE with only AGGREGATEs in front of it: the prefix is complete.
-                prefix += tl.sum(tl.where(lane <= first_incl, val, tl.zeros_like(val)), axis=0)
-                done = 1
-            else:
-                # Consume the published AGGREGATEs in front of the first unpublished state (all of the window
-                # if every state is an AGGREGATE) and poll again from there.
-                prefix += tl.sum(tl.where(lane < first_none, val, tl.zeros_like(val)), axis=0)
-                end -= first_none
+            add, end, done = _lookback_step(states, end, tile - t, agg, WINDOW)
+            prefix += add
         if PUBLISH_INCLUSIVE:
-            tl.atomic_xchg(states + tile, _pack(STATUS_INCLUSIVE, prefix + agg), sem="release")
+            tl.atomic_xchg(states + tile, _pack(prefix + agg, STATUS_INCLUSIVE), sem="release")
     tl.store(y_ptr + row64 * stride_yb + offs, local + prefix, mask=mask)
 
 
@@ -198,7 +209,8 @@ def _pick_path(B: int, N: int, num_sms: int) -> str:
 
 
 def prefix_scan(x: torch.Tensor, *, _path: str | None = None, _block: int | None = None, _rows: int | None = None,
-                _num_progs: int | None = None, _publish_inclusive: bool = True) -> torch.Tensor:
+                _num_progs: int | None = None, _window: int | None = None,
+                _publish_inclusive: bool = True) -> torch.Tensor:
     """Inclusive prefix sum along the last dim of a 2-D int32 or fp32 tensor.
 
     The underscored arguments override the launcher's choices; tests use them to run every path on small
@@ -237,7 +249,7 @@ def prefix_scan(x: torch.Tensor, *, _path: str | None = None, _block: int | None
         # state[0] is the tile counter, state[1 + i] the packed (status, value) word of tile i.
         state = torch.zeros(tiles + 1, dtype=torch.int64, device=x.device)
         _scan_lookback_kernel[(tiles,)](x, y, state, N, tiles_per_row, x.stride(0), y.stride(0),
-                                        BLOCK=block, WINDOW=_WINDOW, PUBLISH_INCLUSIVE=_publish_inclusive,
+                                        BLOCK=block, WINDOW=_window or _WINDOW, PUBLISH_INCLUSIVE=_publish_inclusive,
                                         num_warps=8)
     else:
         raise ValueError(f"unknown path {path!r}")

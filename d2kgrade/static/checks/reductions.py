@@ -128,8 +128,8 @@ def reduction_in_fp32(facts: Facts, lang: str, *, name: str | list[str] = "tl.su
         for c in fn.calls:
             if not (matches(c.name, names) or ("any" in names and fl.is_reduction(c.expr, fn))):
                 continue
-            value_arg = 1 if c.name.startswith("__shfl") else 0  # __shfl_xor_sync(mask, value, lane)
-            for arg in c.expr.args[value_arg:value_arg + 1]:
+            operand = fl.reduction_operand(c.expr)
+            for arg in ([operand] if operand is not None else []):
                 v = _loads_cast(fl, arg, fn, dtype, set())
                 if v is None:
                     continue
@@ -280,7 +280,8 @@ def _centered(fl: Flow, e: Expr, fn: Function) -> bool:
 def _squares(fl: Flow, red: Expr, fn: Function) -> tuple[list[Expr], list[Expr]]:
     """Squares reduced by ``red``: (centered ones, raw ones)."""
     centered, raw = [], []
-    for n, f, _ in fl.walk(red.args[0], fn, depth=4) if red.args else ():
+    operand = fl.reduction_operand(red)
+    for n, f, _ in fl.walk(operand, fn, depth=4) if operand is not None else ():
         sq = None
         if n.kind == "bin" and n.op == "*" and len(n.args) == 2:
             sq = n.args
