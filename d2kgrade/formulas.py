@@ -2,8 +2,9 @@
 
 Task files hold formulas such as ``"4*B*Hq*S*S*D/(2 if causal else 1)"``. They are parsed with :mod:`ast`
 and walked over a small whitelist (numbers, booleans, names, arithmetic, comparisons, ``x if c else y``,
-``min``/``max``/``ceil``/``floor``/``log2``/``cdiv``); nothing is ever handed to ``eval``, so a task file
-cannot run code.
+``min``/``max``/``ceil``/``floor``/``log2``/``cdiv``, and ``lens_max``/``lens_min``/``lens_sum``/``lens_count``
+of a varlen length-list parameter such as ``ctx: "60 x 509 + 4 x 65519"``); nothing is ever handed to ``eval``,
+so a task file cannot run code.
 """
 
 from __future__ import annotations
@@ -49,8 +50,47 @@ _FUNCS: dict[str, Callable[..., Number]] = {
     "abs": abs,
     "cdiv": lambda a, b: -(-a // b),
 }
-# A huge exponent would hang the evaluator; no cost model needs more.
+# A huge integer power would hang the evaluator (big integers); no cost model needs more. Float powers are O(1)
+# and stay allowed: (1 - 1/E)**T, the chance that an expert gets no row out of T, has T = 32768.
 _MAX_POW = 256
+
+# Length lists of variable-length workloads: a parameter such as ctx may be a number (one length) or a string
+# "60 x 509 + 4 x 65519" (60 sequences of 509 and 4 of 65519). These functions take such a parameter by name.
+_LENGTHS_RE = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)\s*$")
+
+
+def lengths(value: object) -> list[int]:
+    """The lengths a varlen parameter stands for: ``4096`` -> [4096]; ``"60 x 509 + 4 x 65519"`` -> 60 509s then
+    4 65519s, in the order written.
+
+    Raises:
+        FormulaError: if the value is neither a non-negative whole number nor such a sum of terms.
+    """
+    if isinstance(value, bool):
+        raise FormulaError(f"{value!r} is not a length list")
+    if isinstance(value, (int, float)):
+        if float(value) != int(value) or value < 0:
+            raise FormulaError(f"{value!r} is not a whole length")
+        return [int(value)]
+    if not isinstance(value, str):
+        raise FormulaError(f"{value!r} is not a length list")
+    out: list[int] = []
+    for term in value.split("+"):
+        m = _LENGTHS_RE.match(term)
+        if not m:
+            raise FormulaError(f"length list {value!r}: term {term.strip()!r} is not 'COUNT x LENGTH' or 'LENGTH'")
+        out += [int(m.group(2))] * int(m.group(1) or 1)
+    if not out:
+        raise FormulaError(f"length list {value!r} is empty")
+    return out
+
+
+_LIST_FUNCS: dict[str, Callable[[list[int]], Number]] = {
+    "lens_max": max,
+    "lens_min": min,
+    "lens_sum": sum,
+    "lens_count": len,
+}
 
 
 class FormulaError(ValueError):
@@ -70,11 +110,14 @@ def parse(text: str) -> ast.expr:
         raise FormulaError(f"not a valid formula: {text!r} ({exc.msg})") from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS or node.keywords:
+            if not isinstance(node.func, ast.Name) or node.func.id not in {**_FUNCS, **_LIST_FUNCS} \
+                    or node.keywords:
                 raise FormulaError(
                     f"formula {text!r} makes a call that is not allowed; "
-                    f"only {sorted(_FUNCS)} with positional arguments"
+                    f"only {sorted({**_FUNCS, **_LIST_FUNCS})} with positional arguments"
                 )
+            if node.func.id in _LIST_FUNCS and (len(node.args) != 1 or not isinstance(node.args[0], ast.Name)):
+                raise FormulaError(f"formula {text!r}: {node.func.id} takes one parameter name")
         elif not isinstance(
             node,
             (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.BoolOp, ast.Name,
@@ -116,12 +159,14 @@ def _eval(node: ast.expr, env: Mapping[str, object], text: str) -> Number:
         return value
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env, text), _eval(node.right, env, text)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_POW:
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_POW and not isinstance(left, float):
             raise FormulaError(f"formula {text!r}: exponent {right} is too large")
         try:
             return _BINOPS[type(node.op)](left, right)
         except ZeroDivisionError:
             raise FormulaError(f"formula {text!r} divides by zero") from None
+        except OverflowError:
+            raise FormulaError(f"formula {text!r} overflows") from None
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, env, text))
     if isinstance(node, ast.Compare):
@@ -140,6 +185,15 @@ def _eval(node: ast.expr, env: Mapping[str, object], text: str) -> Number:
         return all(values) if isinstance(node.op, ast.And) else any(values)
     if isinstance(node, ast.Call):
         assert isinstance(node.func, ast.Name)
+        if node.func.id in _LIST_FUNCS:
+            arg = node.args[0]
+            assert isinstance(arg, ast.Name)
+            if arg.id not in env:
+                raise FormulaError(f"formula {text!r} refers to {arg.id!r}, which is not defined")
+            try:
+                return _LIST_FUNCS[node.func.id](lengths(env[arg.id]))
+            except FormulaError as exc:
+                raise FormulaError(f"formula {text!r}: {exc}") from None
         args = [_eval(a, env, text) for a in node.args]
         try:
             return _FUNCS[node.func.id](*args)

@@ -10,8 +10,9 @@ trace/profile hooks and the Python thread count. A change is the ``harness_patch
 flag, and the evaluation stops as ``rejected``.
 
 Attributes *added* to a module are ignored (torch inserts lazily imported submodules); changed or deleted ones
-are not, and neither is a dunder or inherited name added to a class (it shadows the base's: ``Tensor.__le__``). Under the Triton interpreter, ``triton.language`` is rewritten by the interpreter itself on every launch,
-so it is left out there.
+are not, and neither is a dunder or inherited name added to a class (it shadows the base's: ``Tensor.__le__``).
+Under the Triton interpreter, ``triton.language`` is rewritten by the interpreter itself on every launch, so it is
+left out there.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def judge(summary: dict[str, Any], *, own_names: list[str], forbidden_ops: list[
         if base in forbidden or any(base.endswith("_" + f) for f in forbidden):
             flags.append(Flag(code="profile.forbidden_op", message=f"{op} ran during the call{where}: the task's own "
                               "PyTorch op did the work"))
-        elif base not in MOVEMENT_OPS and base.rstrip("_") not in MOVEMENT_OPS and numel >= DATA_FRACTION * max(data_numel, 1):
+        elif base.rstrip("_") not in MOVEMENT_OPS and numel >= DATA_FRACTION * max(data_numel, 1):
             flags.append(Flag(code="profile.torch_compute", message=f"{op} ran on {numel} elements during the "
                               f"call{where}: PyTorch computed the result, not the submission's kernels"))
     if device == "cpu":

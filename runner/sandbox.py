@@ -68,8 +68,8 @@ SECRET_ENV = re.compile(
 """Dropped even when the allowlist would keep them (``TRITON_REMOTE_TOKEN``...)."""
 
 # The worker entry: `python -I` leaves the script folder and PYTHONPATH off sys.path, so put the package root on.
-BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.worker as w; "
-        "w.zygote_main(int(sys.argv[3])) if sys.argv[2] == 'zygote' else w.spawn_main(int(sys.argv[3]), int(sys.argv[4]))")
+BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.worker as w; a = [int(x) for x in sys.argv[3:]]; "
+        "w.zygote_main(*a) if sys.argv[2] == 'zygote' else w.spawn_main(*a)")
 
 
 def scrub_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
@@ -187,10 +187,19 @@ class JobOutcome:
     wall_s: float = 0.0
 
 
-def _trim(text: str) -> str:
-    if len(text) <= LOG_HEAD + LOG_TAIL:
-        return text
-    return text[:LOG_HEAD] + f"\n... [{len(text) - LOG_HEAD - LOG_TAIL} characters cut] ...\n" + text[-LOG_TAIL:]
+def _read_log(path: Path) -> str:
+    """Head and tail of the worker's log, without reading a multi-gigabyte log into memory."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size <= LOG_HEAD + LOG_TAIL:
+                return fh.read().decode(errors="replace")
+            head = fh.read(LOG_HEAD).decode(errors="replace")
+            fh.seek(size - LOG_TAIL)
+            tail = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return f"{head}\n... [{size - LOG_HEAD - LOG_TAIL} bytes cut] ...\n{tail}"
 
 
 def _group_rss(pgid: int) -> int:
@@ -241,6 +250,12 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     mode = mode or os.environ.get("D2KGRADE_EVAL_MODE", "zygote")
     if mode not in ("zygote", "spawn"):
         raise ValueError(f"D2KGRADE_EVAL_MODE must be zygote or spawn, got {mode!r}")
+    if mode == "zygote":
+        try:
+            _zygote(spec.device)
+        except ZygoteUnavailable as exc:
+            log.warning("spawning evaluation workers instead of forking them: %s", exc)
+            mode = "spawn"
     key = secrets.token_bytes(32)
     workdir = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
     job_env = {"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONDONTWRITEBYTECODE": "1",
@@ -268,8 +283,11 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
         else:
             status_r, status_w = os.pipe()
             try:
-                pgid = _zygote(spec.device).fork({"cwd": str(workdir), "env": job_env},
-                                                 [cfg_r, res_w, log_fd, status_w])
+                job = {"cwd": str(workdir), "env": job_env}
+                try:
+                    pgid = _zygote(spec.device).fork(job, [cfg_r, res_w, log_fd, status_w])
+                except (OSError, RuntimeError):  # the zygote died (killed by a previous job?): start another
+                    pgid = _zygote(spec.device).fork(job, [cfg_r, res_w, log_fd, status_w])
             finally:
                 os.close(status_w)
         for fd in (cfg_r, res_w, log_fd):
@@ -291,10 +309,7 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
                     os.close(fd)
                 except OSError:
                     pass
-        try:
-            out.log = _trim(log_path.read_text(errors="replace"))
-        except OSError:
-            out.log = ""
+        out.log = _read_log(log_path)
         shutil.rmtree(workdir, ignore_errors=True)
         out.wall_s = time.monotonic() - t0
     return out
@@ -371,11 +386,17 @@ def _device_env(device: str) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------- zygote
 
 
+class ZygoteUnavailable(RuntimeError):
+    """No zygote can serve this device here; jobs are spawned instead."""
+
+
 class _Zygote:
     """A pre-started template process that forks one child per job."""
 
     def __init__(self, device: str) -> None:
-        self.env = {**scrub_env(os.environ), **_device_env(device)}
+        # NVML-based device checks: an accidental torch.cuda.is_available() in the zygote must not cuInit.
+        self.env = {**scrub_env(os.environ), **_device_env(device), "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+        log.info("starting an evaluation zygote for %s", device)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent_sock
         self.lock = threading.Lock()
@@ -389,10 +410,14 @@ class _Zygote:
             hello = self.sock.recv(4096)
         except OSError:
             hello = b""
+        if hello == b"nofork":
+            self.close()
+            raise ZygoteUnavailable("importing torch/triton loaded the CUDA driver, so forked workers could not "
+                                    "use the GPU")
         if hello != b"ready":
             err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
             self.close()
-            raise RuntimeError(f"the evaluation zygote did not start: {err}")
+            raise ZygoteUnavailable(f"the evaluation zygote did not start: {err}")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -421,15 +446,25 @@ _ZYGOTES: dict[tuple[str, str], _Zygote] = {}
 _ZYGOTE_LOCK = threading.Lock()
 
 
+_NO_ZYGOTE: set[tuple[str, str]] = set()
+
+
 def _zygote(device: str) -> _Zygote:
-    # Keyed by the environment it would get: a changed environment (new TRITON_ setting) gets a new zygote.
+    """The zygote for this device and environment (a changed environment gets a new one)."""
     key = (device, json.dumps({**scrub_env(os.environ), **_device_env(device)}, sort_keys=True))
     with _ZYGOTE_LOCK:
+        if key in _NO_ZYGOTE:
+            raise ZygoteUnavailable("a zygote cannot serve this device here")
         z = _ZYGOTES.get(key)
         if z is None or not z.alive():
             if z is not None:
                 z.close()
-            z = _ZYGOTES[key] = _Zygote(device)
+            try:
+                z = _ZYGOTES[key] = _Zygote(device)
+            except ZygoteUnavailable:
+                _NO_ZYGOTE.add(key)
+                _ZYGOTES.pop(key, None)
+                raise
         return z
 
 

@@ -37,6 +37,29 @@ import torch
 FLUSH_MIN_BYTES = 256 << 20
 
 
+class HostEvent:
+    """A stand-in for ``torch.cuda.Event`` on the host clock: lets the tests drive the timing path on a CPU.
+    Never used for a published figure (CPU evaluations report timing as unavailable)."""
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: HostEvent) -> float:
+        return 1e3 * (end.t - self.t)
+
+
+def _event(device: torch.device) -> Any:
+    return torch.cuda.Event(enable_timing=True) if device.type == "cuda" else HostEvent()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 @dataclass
 class Rotation:
     """Pre-generated input contents, the buffers the kernel sees, and each content's reference outputs."""
@@ -68,6 +91,8 @@ class Rotation:
 
 def flush_buffer(device: torch.device) -> torch.Tensor:
     """A buffer whose zeroing evicts L2: at least 256 MB and four times the L2 size."""
+    if device.type != "cuda":
+        return torch.empty(1 << 20, dtype=torch.uint8, device=device)
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
     return torch.empty(max(FLUSH_MIN_BYTES, 4 * int(l2)), dtype=torch.uint8, device=device)
 
@@ -77,16 +102,16 @@ def timed_reps(call: Callable[[tuple[torch.Tensor, ...]], Any], rotation: Rotati
                ) -> list[float]:
     """Event-timed milliseconds of ``reps`` calls, each on rotated inputs after an L2 flush."""
     out_ms = []
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    dev = flush.device
+    start, end = _event(dev), _event(dev)
     for r in range(start_rep, start_rep + reps):
         args, content = rotation.prepare(r)
-        torch.cuda.synchronize()
+        _sync(dev)
         flush.zero_()
         start.record()
         out = call(args)
         end.record()
-        torch.cuda.synchronize()
+        _sync(dev)
         out_ms.append(start.elapsed_time(end))
         if after is not None:
             after(content, out)
@@ -100,17 +125,17 @@ def wall_batch(call: Callable[[tuple[torch.Tensor, ...]], Any], rotation: Rotati
     wall = 0.0
     event = 0.0
     calls = 0
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    dev = rotation.buffers[0][0].device
+    start, end = _event(dev), _event(dev)
     for rnd in range(rounds):
         slots = [start_rep + rnd * rotation.size + i for i in range(rotation.size)]
         staged = [rotation.prepare(r) for r in slots]
-        torch.cuda.synchronize()
+        _sync(dev)
         t0 = time.perf_counter()
         start.record()
         outs = [call(args) for args, _ in staged]
         end.record()
-        torch.cuda.synchronize()
+        _sync(dev)
         wall += time.perf_counter() - t0
         event += start.elapsed_time(end) / 1e3
         calls += len(outs)

@@ -138,8 +138,9 @@ def context_alive(device: torch.device) -> bool:
 
 
 def perturb_(tensors: tuple[torch.Tensor, ...], generator: torch.Generator, k: int = 4) -> list[int]:
-    """Copy k random elements of each floating input over k others, in place (values stay in the input's own
-    range, so no precondition of the task breaks); returns the indices changed.
+    """Move k random elements of each floating input halfway towards k others, in place; returns the indices.
+    Values stay inside the input's own range (no precondition of the task breaks) and exact duplicates, which
+    could create ties for top-k style tasks, are unlikely.
 
     Used for the repeat trial: the same buffers come back with a few values changed, so a cache keyed by the
     pointer or by a sampled fingerprint returns a stale answer.
@@ -154,7 +155,7 @@ def perturb_(tensors: tuple[torch.Tensor, ...], generator: torch.Generator, k: i
         n = flat.numel()
         dst = torch.randint(0, n, (k,), generator=generator, device=generator.device).to(t.device)
         src = torch.randint(0, n, (k,), generator=generator, device=generator.device).to(t.device)
-        flat[dst] = flat[src].clone()
+        flat[dst] = (flat[dst].float() * 0.5 + flat[src].float() * 0.5).to(flat.dtype)
         changed += dst.tolist()
     return changed
 

@@ -29,7 +29,7 @@ from runner.sandbox import ChannelWriter, apply_limits, read_all
 
 PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d2kgrade.schema", "d2kgrade.records",
            "runner.compare", "runner.direct", "runner.inputs", "runner.loading", "runner.integrity", "runner.timing",
-           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler", "torch._dynamo")
+           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler")
 
 
 # --------------------------------------------------------------------------------------------- entry points
@@ -46,7 +46,12 @@ def zygote_main(ctrl_fd: int) -> None:
         except Exception:  # noqa: BLE001 - a module that fails here fails again, visibly, in the job
             pass
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # job leaders are reaped automatically
-    sock.send(b"ready")
+    # A CUDA driver initialised before fork() is unusable in the children: refuse, and the parent spawns instead.
+    with open("/proc/self/maps") as fh:
+        driver_loaded = "libcuda.so" in fh.read()
+    sock.send(b"nofork" if driver_loaded else b"ready")
+    if driver_loaded:
+        os._exit(0)
     while True:
         try:
             msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 4)
@@ -180,7 +185,8 @@ class Job:
             self.workloads.append((wl, WorkloadSpec.resolve(self.task, wl), bool(w.get("hidden")),
                                    bool(w.get("timed"))))
         timing = cfg.get("timing", {})
-        self.timing_on = cuda and bool(timing.get("enabled"))
+        # host_backend: tests drive the timing path on a CPU with the host clock (never a published figure).
+        self.timing_on = bool(timing.get("enabled")) and (cuda or bool(timing.get("host_backend")))
         job_triton_cache = os.environ.get("TRITON_CACHE_DIR", "")
         if self.timing_on:
             from runner.timing import flush_buffer
@@ -188,7 +194,7 @@ class Job:
             if cfg.get("trusted_cache_dir"):
                 os.environ["TRITON_CACHE_DIR"] = str(Path(cfg["trusted_cache_dir"]) / "triton")
                 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cfg["trusted_cache_dir"]) / "inductor"))
-            if not cfg.get("ceilings"):
+            if not cfg.get("ceilings") and cuda:
                 from runner.roofline import measure_ceilings
 
                 self.chan.send("ceilings", ceilings=measure_ceilings(self.device))
@@ -196,17 +202,18 @@ class Job:
             for wl, spec, hidden, timed in self.workloads:
                 if timed and not hidden:
                     self._baselines(wl, spec)
-            torch.cuda.empty_cache()
+            if cuda:
+                torch.cuda.empty_cache()
         os.environ["TRITON_CACHE_DIR"] = job_triton_cache
-        self._import_submission()
         try:
+            self._import_submission()
             for wl, spec, hidden, timed in self.workloads:
                 self.chan.send("workload_start", name=wl.name)
                 passed = self._correctness(wl, spec, hidden)
                 if passed and not hidden:
                     if self.timing_on and timed:
                         self._time_submission(wl, spec)
-                    elif not cuda:
+                    else:
                         self._recheck_rotation(wl, spec)
                     self._profile(wl, spec)
                 self.chan.send("workload_end", name=wl.name)
@@ -453,7 +460,8 @@ class Job:
         return after
 
     def _recheck_rotation(self, wl: Any, spec: Any) -> None:
-        """CPU: a few calls on rotated buffers, every output checked (what timing does on the GPU, untimed)."""
+        """Untimed runs (CPU, or --no-timing): a few calls on rotated buffers, every output checked (what the timing
+        loop does on the GPU)."""
         from runner.trials import sponge
 
         rot = self._rotation(wl, spec, "rotation", 2, with_refs=True)

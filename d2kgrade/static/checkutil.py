@@ -9,7 +9,7 @@ from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Call, Expr, Function, Loop
 from d2kgrade.static.registry import Span
 
-__all__ = ["as_list", "code", "exclusive", "is_persistent", "matches", "span", "tile_loop_refs"]
+__all__ = ["as_list", "code", "exclusive", "grid_sized", "is_persistent", "matches", "span", "tile_loop_refs"]
 
 
 def as_list(x: str | Iterable[str] | None) -> list[str]:
@@ -45,10 +45,7 @@ def is_persistent(fl: Flow, fn: Function, loop: Loop) -> bool:
     ``for t in tl.range(pid, n, NUM_SMS)``, ``for (i = blockIdx.x; ...; i += gridDim.x)``, or a while loop whose
     carried index starts at the program id and advances by a non-constant stride."""
     if loop.kind in ("range", "tl.range") and loop.start is not None and loop.step is not None:
-        if fl.pid_derived(loop.start, fn):
-            v = fl.fold(loop.step, fn)
-            return v is None or (isinstance(v, int) and v > 1 and loop.step.kind != "const")
-        return False
+        return fl.pid_derived(loop.start, fn) and grid_sized(fl, fn, loop.step)
     if loop.kind in ("for", "while"):
         var = loop.var
         carried = fl.carried(fn).get(loop.id, {})
@@ -65,12 +62,30 @@ def is_persistent(fl: Flow, fn: Function, loop: Loop) -> bool:
                 continue
             steps = [loop.step] if loop.step is not None and var == v else [a.value for a in carried.get(v, [])]
             for st in steps:
-                if st is None:
-                    continue
-                names = {n.op for n, _, _ in fl.walk(st, fn, depth=2) if n.kind in ("name", "call")}
-                if names & {"gridDim.x", "gridDim.y", "tl.num_programs"} or any(
-                        p in names for p in fn.params if p != v):
+                if st is not None and grid_sized(fl, fn, st):
                     return True
+    return False
+
+
+def grid_sized(fl: Flow, fn: Function, step: Expr) -> bool:
+    """Is ``step`` the number of programs: ``tl.num_programs``/``gridDim``, or a kernel parameter that every launch
+    sets from the same host value as the grid (``k[(P,)](..., NUM_PROGS=P)``)?"""
+    for n, f, _ in fl.walk(step, fn, depth=4):
+        if (n.kind == "call" and n.op == "tl.num_programs") or (n.kind == "name" and n.op.startswith("gridDim")):
+            return True
+    root = fl.root(step, fn)
+    if root.kind != "name" or root.op not in fn.params:
+        return False
+    for la in fl.launches_of(fn):  # one launch whose grid is sized by the value passed as the stride
+        caller = fl.facts.functions.get(la.caller)
+        arg = fl.launch_arg(la, fn, root.op)
+        if caller is None or arg is None or la.grid is None:
+            continue
+        arg_names = {n.op for n, _, _ in fl.walk(arg, caller, depth=1) if n.kind == "name"}
+        grid_names = {n.op for n, _, _ in fl.walk(la.grid, caller, depth=1) if n.kind == "name"}
+        grid_names -= {"triton.cdiv", "min", "max", "triton.next_power_of_2"}
+        if arg_names & grid_names:
+            return True
     return False
 
 

@@ -79,6 +79,10 @@ class Flow:
         self._call_sites: dict[str, list[tuple[Expr, Function]]] | None = None
         self._memory: dict[str, list[tuple[str, Call, set[str]]]] = {}
         self._reads_cache: dict[int, tuple[Expr, frozenset[str], frozenset[int]]] = {}
+        self._index: dict[str, tuple[Function, dict[str, list[Assign]]]] = {}
+        self._taints: dict[tuple, Taint] = {}
+        self._pid: dict[tuple[int, int], tuple[Expr, bool]] = {}
+        self._refs: dict[tuple, tuple[Expr, bool]] = {}
 
     # ------------------------------------------------------------------------------------------ resolution
 
@@ -274,7 +278,7 @@ class Flow:
                         if k in seen:
                             continue
                         seen.add(k)
-                        stack.append(self._def_value(a, f, en, d))
+                        stack.append(self.def_value(a, f, en, d))
                     if not defs and calls and node.op not in f.params:
                         local = self.callee(node.op, f)  # a function passed by name (a grid callable)
                         if local is not None and local is not f and local.is_device == f.is_device:
@@ -296,7 +300,7 @@ class Flow:
                         for r in callee.returns:
                             stack.append((r, callee, new_env, d + 1))
 
-    def _def_value(self, a: Assign, f: Function, en: Env, d: int) -> tuple[Expr, Function, Env, int]:
+    def def_value(self, a: Assign, f: Function, en: Env, d: int) -> tuple[Expr, Function, Env, int]:
         v = a.value
         if a.index is not None and v.kind == "call" and v.recv is None:
             callee = self.callee(v.op, f)
@@ -318,10 +322,20 @@ class Flow:
              within: Loop | None = None) -> bool:
         """Does ``e`` (expanded) read variable ``name`` of function ``owner`` (default ``fn``)?"""
         owner = owner or fn
+        key = None
+        if env is None:
+            key = (id(e), id(fn), name, id(owner), within.id if within is not None else None)
+            hit = self._refs.get(key)
+            if hit is not None and hit[0] is e:
+                return hit[1]
+        out = False
         for node, f, _ in self.walk(e, fn, env, within=within):
             if node.kind == "name" and node.op == name and f is owner:
-                return True
-        return False
+                out = True
+                break
+        if key is not None:
+            self._refs[key] = (e, out)
+        return out
 
     def calls_in(self, e: Expr, fn: Function, names: Iterable[str], env: Env = None, *,
                  within: Loop | None = None, params: bool = False) -> list[tuple[Expr, Function, Env]]:
@@ -526,23 +540,50 @@ class Flow:
             return True
         return any(self.name_tainted(fn, n, taint, site) for n in names)
 
+    def _readers(self, fn: Function) -> dict[str, list[Assign]]:
+        """Assignments of ``fn`` by the names their values read (outside reductions)."""
+        key = "readers:" + fn.key
+        hit = self._index.get(key)
+        if hit is None or hit[0] is not fn:
+            idx: dict[str, list[Assign]] = {}
+            for a in fn.assigns:
+                for n in self._reads(a.value, fn)[0]:
+                    idx.setdefault(n, []).append(a)
+            hit = self._index[key] = (fn, idx)
+        return hit[1]
+
     def taint(self, fn: Function, start: Taint | None, seeds: set[int]) -> Taint:
-        """Definitions whose values depend element-wise (not through a reduction) on ``start`` or seed nodes."""
+        """Definitions whose values depend element-wise (not through a reduction) on ``start`` or seed nodes.
+
+        A worklist over the def-use index: an assignment is tainted when its value contains a seed node or reads
+        a name one of whose tainted definitions reaches it. Results are cached per (function, start, seeds)."""
+        ckey = (fn.key, id(fn), frozenset(start.defs) if start else frozenset(),
+                frozenset(start.names) if start else frozenset(), frozenset(seeds))
+        cached = self._taints.get(ckey)
+        if cached is not None:
+            return Taint(set(cached.defs), set(cached.names))
         t = Taint(set(start.defs) if start else set(), set(start.names) if start else set())
-        changed = True
-        rounds = 0
-        pending = list(fn.assigns)
-        while changed and rounds < 20:
-            changed = False
-            rounds += 1
-            rest = []
-            for a in pending:
-                if self.reads_through(a.value, fn, t, seeds, site_of(a)):
-                    t.defs.add(id(a))
-                    changed = True
-                else:
-                    rest.append(a)
-            pending = rest
+        readers = self._readers(fn)
+        by_id = {id(a): a for a in fn.assigns}
+        work: list[Assign] = []
+        if seeds:
+            work += [a for a in fn.assigns if not self._reads(a.value, fn)[1].isdisjoint(seeds)]
+        for name in t.names:
+            work += readers.get(name, [])
+        for d in list(t.defs):
+            a = by_id.get(d)
+            if a is not None:
+                for name in a.targets:
+                    work += readers.get(name, [])
+        while work:
+            a = work.pop()
+            if id(a) in t.defs:
+                continue
+            if self.reads_through(a.value, fn, t, seeds, site_of(a)):
+                t.defs.add(id(a))
+                for name in a.targets:
+                    work.extend(r for r in readers.get(name, []) if id(r) not in t.defs)
+        self._taints[ckey] = Taint(set(t.defs), set(t.names))
         return t
 
     def bases(self, e: Expr, fn: Function, depth: int = 0, seen: set[int] | None = None) -> set[str]:
@@ -622,12 +663,19 @@ class Flow:
         return fn.loop(loop_id)
 
     def pid_derived(self, e: Expr, fn: Function) -> bool:
-        """Does ``e`` come from the program id (``tl.program_id``, ``blockIdx``)?"""
+        """Does ``e`` come from the program id (``tl.program_id``, ``blockIdx``)? (Cached per expression.)"""
+        key = (id(e), id(fn))
+        hit = self._pid.get(key)
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        out = False
         for node, _, _ in self.walk(e, fn, params=True):
             if (node.kind == "call" and node.op == "tl.program_id") or (node.kind == "name"
                                                                          and node.op.startswith("blockIdx")):
-                return True
-        return False
+                out = True
+                break
+        self._pid[key] = (e, out)
+        return out
 
 
 def _text(e: Expr) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Assign, Call, Expr, Function, Loop, pos
+from d2kgrade.static.ir import Assign, Call, Expr, Function, Loop
 
 MAX_DEPTH = 4
 
@@ -201,4 +201,3 @@ def inline_kernels(facts: Facts) -> None:
             facts.functions[key] = inl.kernel(f)
         else:
             f.inlined = True
-    _ = pos

@@ -17,7 +17,7 @@ from typing import Any
 
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
-from d2kgrade.static.lower import Lowerer, canonical
+from d2kgrade.static.lower import Lowerer
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,8 @@ class PyExtractor:
 
     def _function(self, st: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str) -> None:
         key = prefix + st.name
+        if key in self.facts.functions:  # a second def of one name (in another branch): the first one resolves
+            key = f"{key}@{st.lineno}"
         a = st.args
         params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
         line = min([d.lineno for d in st.decorator_list] + [st.lineno])

@@ -4,9 +4,9 @@ A [M, K] and B [N, K] float8_e4m3fn (K-major), a_s [M, K/128] and b_s [N/128, K/
 The design (every path shares it):
 
 - Per-block promotion with BK = 128, the scale granularity: each K iteration computes a fresh fp8 ``tl.dot``
-  (``part = tl.dot(a, tl.trans(b))``, no accumulator passed in, so Hopper's ~14-bit fp8 WGMMA accumulator never
+  (``tl.dot(a, tl.trans(b))`` with no accumulator passed in, so Hopper's ~14-bit fp8 WGMMA accumulator never
   spans more than one 128-wide block) and folds it into the fp32 accumulator with the scales of that block:
-  ``acc += part * (a_scale[:, None] * b_scale)``. BN divides 128, so a tile sees one weight-scale scalar and one
+  ``acc += tl.dot(a, tl.trans(b)) * (a_scale * b_scale)[:, None]``. BN divides 128, so a tile sees one weight-scale scalar and one
   BM-vector of activation scales per iteration, loaded in the same iteration as the A/B tiles (the pipeliner puts
   them in the same stage).
 - Native fp8 MMA: the e4m3 tiles go to ``tl.dot`` as loaded (``wgmma ... .e4m3.e4m3`` for BM >= 64,
@@ -32,8 +32,8 @@ i.e. ~1500 TFLOP/s; bytes from the cost model at 4.25 TB/s):
 ======================  ======================  ==============  ===========  =====================================
 workload                M x N x K               compute floor   HBM floor    measured fraction of the floor
 ======================  ======================  ==============  ===========  =====================================
-dsv3_dense_up           4096 x 18432 x 7168     721.6 us        69.1 us      pending an H200 run
-dsv3_dense_down_long_k  8192 x 7168 x 18432     1443.1 us       80.2 us      pending an H200 run
+dsv3_dense_up           4096 x 18432 x 7168     721.6 us        73.7 us      pending an H200 run
+dsv3_dense_down_long_k  8192 x 7168 x 18432     1443.1 us       95.4 us      pending an H200 run
 decode_m32              32 x 7168 x 18432       5.6 us          31.3 us      pending an H200 run
 ======================  ======================  ==============  ===========  =====================================
 
@@ -141,8 +141,7 @@ def _fp8_gemm_persistent_kernel(
             a_scale = tl.load(as_ptrs + kb * stride_ask)
             b_scale = tl.load(bs_row + kb * stride_bsk)
             # A fresh fp8 MMA per block (no accumulator passed in), promoted to fp32 with the block's scales.
-            part = tl.dot(a, tl.trans(b))
-            acc += part * (a_scale * b_scale)[:, None]
+            acc += tl.dot(a, tl.trans(b)) * (a_scale * b_scale)[:, None]
         if USE_TMA:
             c_desc.store([m0, n0], acc.to(c_ptr.dtype.element_ty))
         else:
@@ -196,8 +195,7 @@ def _fp8_gemm_splitk_kernel(
             b = tl.load(b_rows[:, None] + offs_k[None, :])
         a_scale = tl.load(as_ptrs + kb * stride_ask)
         b_scale = tl.load(bs_row + kb * stride_bsk)
-        part = tl.dot(a, tl.trans(b))
-        acc += part * (a_scale * b_scale)[:, None]
+        acc += tl.dot(a, tl.trans(b)) * (a_scale * b_scale)[:, None]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     if SPLIT_K == 1:
         c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]

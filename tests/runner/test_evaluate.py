@@ -30,8 +30,8 @@ def header(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^# ([a-z-]+): (.+)$", path.read_text(), re.M))
 
 
-def run(path: Path, *, tripwires: bool = True, timeout_s: float = 120, **kw) -> EvalResult:
-    return run_evaluation("softmax", path, device="cpu", seed=SEED, timeout_s=timeout_s,
+def run(path: Path, *, tripwires: bool = True, timeout_s: float = 120, hidden: bool = True, **kw) -> EvalResult:
+    return run_evaluation("softmax", path, device="cpu", seed=SEED, timeout_s=timeout_s, hidden=hidden,
                           options=EvalOptions(tripwires=tripwires, **kw))
 
 
@@ -151,3 +151,60 @@ def test_cli_json_is_an_eval_result() -> None:
     assert r.seed_hash == seed_hash(7) and '"seed"' not in res.stdout
     bad = CliRunner().invoke(app, ["eval", "softmax", "/nonexistent/k.py", "--device", "cpu"])
     assert bad.exit_code == 1
+
+
+def test_a_killed_zygote_is_replaced_and_logs_are_trimmed(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from runner import sandbox
+
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text("import torch\n\ndef kernel(x):\n    print('HEAD-MARK')\n    print('x' * 100_000)\n"
+                     "    print('TAIL-MARK')\n    return torch.empty_like(x)\n")
+    run(noisy)  # make sure a zygote is up
+    for z in list(sandbox._ZYGOTES.values()):
+        os.kill(z.proc.pid, signal.SIGKILL)
+        z.proc.wait()
+    r = run(noisy)
+    assert r.status == "incorrect", r.message
+    assert "HEAD-MARK" in r.log and "TAIL-MARK" in r.log and "bytes cut" in r.log and len(r.log) < 20_000
+
+
+CEILINGS = {"copy_bytes_per_s": 4.0e12, "mufu_per_s": 4.0e12,
+            "matmul_flops_per_s": {"bf16": 8e14, "fp16": 8e14, "fp32": 4e14, "fp8": 1.6e15, "int8": 1.6e15}}
+
+
+def test_timing_path_on_the_host_clock() -> None:
+    """The GPU timing path (baselines before the import, rotation, rechecks, batch, statistics, speedups,
+    roofline) driven on a CPU with the host clock: plumbing only, the figures mean nothing."""
+    path = HERE / "honest" / "rows_per_program.py"
+    r = run(path, host_timing=True, ceilings=CEILINGS, compile_baseline=False, target_s=0.05, min_reps=3,
+            max_reps=4)
+    assert r.status == "passed", r.message + r.log[-3000:]
+    smoke = r.workloads[0]
+    assert smoke.time.reps >= 3 and smoke.eager.reps >= 3 and smoke.compiled is None
+    assert smoke.speedup_eager == pytest.approx(smoke.eager.median_ms / smoke.time.median_ms)
+    assert smoke.roofline_floor_ms == pytest.approx(1e3 * 2 * 37 * 1000 * 4 / 4.0e12)
+    assert smoke.roofline_fraction == pytest.approx(smoke.roofline_floor_ms / smoke.time.median_ms)
+    assert smoke.host_ms is not None and smoke.checked_calls >= 3 + smoke.time.reps
+    assert r.workloads[1].time is None  # the hidden workload is never timed
+    slow_gpu = {**CEILINGS, "copy_bytes_per_s": 1.0e3}  # a floor of ~0.3 s: the kernel is "impossibly" fast
+    rej = run(path, host_timing=True, ceilings=slow_gpu, compile_baseline=False, target_s=0.05, min_reps=3,
+              max_reps=4, tripwires=True)
+    assert rej.status == "rejected" and "timing.below_roofline" in {f.code for f in rej.flags}
+
+
+
+def test_timed_calls_are_rechecked(tmp_path: Path) -> None:
+    # Right on the 4 correctness calls (3 distributions + the repeat), garbage from then on: only the recheck
+    # of timed outputs can see it.
+    src = (HERE / "adversarial" / "first_calls.py").read_text().replace("<= 3", "<= 4")
+    late = tmp_path / "late_garbage.py"
+    late.write_text(src)
+    r = run(late, host_timing=True, ceilings=CEILINGS, compile_baseline=False, target_s=0.05, min_reps=3,
+            max_reps=4, hidden=False)
+    smoke = r.workloads[0]
+    assert smoke.status == "incorrect" and "timed calls returned a wrong output" in smoke.message, smoke.message
+    assert r.status == "rejected"  # its later calls launch no Triton kernel either: the profile proof says so
+    assert "profile.no_own_kernel" in {f.code for f in r.flags}

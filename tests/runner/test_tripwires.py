@@ -14,7 +14,8 @@ GEMM_OPS = ["torch.matmul", "torch.mm", "Tensor.matmul", "@"]
 CASES = [
     # (rule, line, source)
     ("stream", 3, "import torch\ndef kernel(x):\n    s = torch.cuda.Stream()\n    return x"),
-    ("stream", 4, "import torch\nfrom torch import cuda as c\ndef kernel(x):\n    with c.stream(c.Stream()):\n        pass"),
+    ("stream", 4,
+     "import torch\nfrom torch import cuda as c\ndef kernel(x):\n    with c.stream(c.Stream()):\n        pass"),
     ("thread", 1, "import threading\ndef kernel(x):\n    return x"),
     ("thread", 1, "from concurrent.futures import ThreadPoolExecutor\ndef kernel(x):\n    return x"),
     ("subprocess", 3, "import os\ndef kernel(x):\n    os.system('ls')\n    return x"),
@@ -29,7 +30,8 @@ CASES = [
     ("frame_walk", 3, "import sys\ndef kernel(x):\n    f = sys._getframe(1)\n    return x"),
     ("frame_walk", 1, "import inspect\ndef kernel(x):\n    return x"),
     ("frame_walk", 1, "import gc\ndef kernel(x):\n    return x"),
-    ("frame_walk", 5, "def kernel(x):\n    try:\n        1 / 0\n    except Exception as e:\n        fr = e.__traceback__.tb_frame\n"),
+    ("frame_walk", 5,
+     "def kernel(x):\n    try:\n        1 / 0\n    except Exception as e:\n        fr = e.__traceback__.tb_frame\n"),
     ("frame_walk", 2, "def kernel(x):\n    g = globals()\n    return x"),
     ("dynamic_code", 2, "def kernel(x):\n    exec('import os')\n    return x"),
     ("dynamic_code", 3, "import os\ndef kernel(x):\n    getattr(os, '_ex' + 'it')(0)"),
@@ -42,7 +44,8 @@ CASES = [
     ("network", 1, "import socket\ndef kernel(x):\n    return x"),
     ("harness_import", 1, "from runner.compare import compare_tensor\ndef kernel(x):\n    return x"),
     ("tensor_subclass", 2, "import torch\nclass T(torch.Tensor):\n    pass\ndef kernel(x):\n    return x"),
-    ("tensor_subclass", 2, "class L:\n    def __torch_function__(self, *a):\n        pass\ndef kernel(x):\n    return x"),
+    ("tensor_subclass", 2,
+     "class L:\n    def __torch_function__(self, *a):\n        pass\ndef kernel(x):\n    return x"),
     ("forbidden_op", 3, "import torch.nn.functional as F\ndef kernel(x):\n    return F.softmax(x, -1)"),
     ("forbidden_op", 3, "from torch import softmax as sm\ndef kernel(x):\n    return sm(x, -1)"),
     ("forbidden_op", 2, "def kernel(x):\n    return x.softmax(-1)"),
@@ -90,8 +93,9 @@ def test_syntax_error_and_missing_kernel() -> None:
 
 def test_own_kernel_names_and_load_inline() -> None:
     src = ('import triton\nfrom triton import jit\n@triton.jit\ndef _a(x):\n    pass\n@jit\ndef _b(x):\n    pass\n'
-           '@triton.heuristics({})\n@triton.jit\ndef _c(x):\n    pass\ncuda = """\n__global__ void __launch_bounds__(256) '
-           'softmax_fwd(float* x) {}\ntemplate <int N> __global__ void tiled_k(float* y) {}\n"""\n'
+           '@triton.heuristics({})\n@triton.jit\ndef _c(x):\n    pass\n'
+           'cuda = """\n__global__ void __launch_bounds__(256) softmax_fwd(float* x) {}\n'
+           'template <int N> __global__ void tiled_k(float* y) {}\n"""\n'
            'from torch.utils.cpp_extension import load_inline\n')
     assert own_kernel_names(src) == ["_a", "_b", "_c", "softmax_fwd", "tiled_k"]
     assert uses_load_inline(src) and not uses_load_inline("import torch\n")

@@ -112,7 +112,6 @@ _ARRAY = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)\[(?P<dims>.*)\]$")
 def register_array(facts: Facts, lang: str, *, min_size: int = 2) -> CheckResult:
     """A reachable CUDA kernel keeps a per-thread array of at least ``min_size`` elements in registers
     (``float v[8];``, a local array of compile-time size, not ``__shared__``)."""
-    fl = flow(facts)
     for t in facts.reachable_tokens("array"):
         m = _ARRAY.match(t.text)
         fn = facts.functions.get(t.func)
@@ -133,7 +132,6 @@ def register_array(facts: Facts, lang: str, *, min_size: int = 2) -> CheckResult
         if size >= min_size:
             return found(f"register array {m.group('name')}[{m.group('dims')}] in {fn.name}",
                          Span(t.line, t.end_line, "per-thread array"), 0.8)
-    _ = fl
     return missing(f"no per-thread register array of >= {min_size} elements", confidence=0.75)
 
 

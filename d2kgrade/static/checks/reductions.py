@@ -14,7 +14,7 @@ RECIPROCALS = {"__frcp_rn", "__frcp_rz", "tl.math.rcp", "libdevice.rcp_rn", "__h
 
 
 def _is_max_update(fl: Flow, fn: Function, a: Assign, var: str, loop) -> bool:  # noqa: ANN001
-    e, f, env, _ = fl._def_value(a, fn, None, 0)
+    e, f, env, _ = fl.def_value(a, fn, None, 0)
     for node, nf, nenv in fl.walk(e, f, env, within=loop):
         if node.kind == "call" and node.op in MAXES:
             if any(fl.refs(arg, nf, var, fn, nenv, within=loop) for arg in node.args):
@@ -27,7 +27,7 @@ def _is_max_update(fl: Flow, fn: Function, a: Assign, var: str, loop) -> bool:  
 
 def _rescale(fl: Flow, fn: Function, a: Assign, s: str, m: str, loop) -> Expr | None:  # noqa: ANN001
     """A product ``s * exp(... m ...)`` in the update of ``s``."""
-    e, f, env, _ = fl._def_value(a, fn, None, 0)
+    e, f, env, _ = fl.def_value(a, fn, None, 0)
     for node, nf, nenv in fl.walk(e, f, env, within=loop):
         if node.kind != "bin" or node.op != "*" or len(node.args) != 2:
             continue
@@ -117,10 +117,12 @@ def _loads_cast(fl: Flow, e: Expr, fn: Function, dtype: str, seen: set[int], dep
 
 
 @check("reduction_in_fp32")
-def reduction_in_fp32(facts: Facts, lang: str, *, name: str | list[str] = "tl.sum", dtype: str = "fp32") -> CheckResult:
+def reduction_in_fp32(facts: Facts, lang: str, *, name: str | list[str] = "tl.sum", dtype: str = "fp32",
+                      expect: str = "cast") -> CheckResult:
     """Every loaded value that reaches a reduction named ``name`` (``any`` = any reduction, including warp
     shuffles and reducing helpers) is converted to ``dtype`` first (``x.to(tl.float32)``, ``__bfloat162float``,
-    ``float h = ...``): squares and sums are not formed in 16-bit."""
+    ``float h = ...``): squares and sums are not formed in 16-bit. ``expect: raw`` inverts the test: the
+    reduction runs on the loaded (16-bit) values, as an exact max can."""
     fl = flow(facts)
     names = as_list(name)
     found_any = False
@@ -134,6 +136,12 @@ def reduction_in_fp32(facts: Facts, lang: str, *, name: str | list[str] = "tl.su
                 if v is None:
                     continue
                 found_any = True
+                if expect == "raw":
+                    if not v:
+                        return found(f"{c.name} in {fn.name} reduces the loaded values directly", span(c, "reduction"),
+                                     0.8)
+                    return missing(f"{c.name} at line {c.line} reduces values converted to {dtype}",
+                                   [span(c, "reduction")], 0.75)
                 if v:
                     return found(f"{c.name} in {fn.name} reduces values converted to {dtype}", span(c, "reduction"),
                                  0.85)
@@ -206,9 +214,9 @@ def division_by_reduction(facts: Facts, lang: str) -> CheckResult:
 
 
 @check("reciprocal_multiply")
-def reciprocal_multiply(facts: Facts, lang: str) -> CheckResult:
-    """A reciprocal of a reduced value is computed once (``inv = 1.0 / s``, ``__frcp_rn(s)``) and then multiplies
-    element-wise values."""
+def reciprocal_multiply(facts: Facts, lang: str, *, any_numerator: bool = False) -> CheckResult:
+    """A reciprocal of a reduced value is computed once (``inv = 1.0 / s``, ``__frcp_rn(s)``; with
+    ``any_numerator`` any constant over it, ``QMAX / amax``) and then multiplies element-wise values."""
     fl = flow(facts)
     for fn in code(facts, lang):
         taint = _load_taint(fl, fn)
@@ -217,9 +225,10 @@ def reciprocal_multiply(facts: Facts, lang: str) -> CheckResult:
         for a in fn.assigns:
             for n in a.value.walk():
                 den = None
-                if n.kind == "bin" and n.op == "/" and len(n.args) == 2 and fl.fold(n.args[0], fn) == 1:
+                one = (lambda x: fl.is_constexpr(x, fn)) if any_numerator else (lambda x: fl.fold(x, fn) == 1)
+                if n.kind == "bin" and n.op == "/" and len(n.args) == 2 and one(n.args[0]):
                     den = n.args[1]
-                elif n.kind == "call" and n.op in DIVISIONS and len(n.args) == 2 and fl.fold(n.args[0], fn) == 1:
+                elif n.kind == "call" and n.op in DIVISIONS and len(n.args) == 2 and one(n.args[0]):
                     den = n.args[1]
                 elif n.kind == "call" and n.op in RECIPROCALS and n.args:
                     den = n.args[0]
@@ -232,7 +241,8 @@ def reciprocal_multiply(facts: Facts, lang: str) -> CheckResult:
                     if m.kind == "bin" and m.op == "*" and len(m.args) == 2:
                         x, y = m.args
                         for p, q in ((x, y), (y, x)):
-                            if p.names() & names and fl.reads_through(q, fn, taint, seeds, site):
+                            if (p.names() & names or any(fl.refs(p, fn, t) for t in names)) \
+                                    and fl.reads_through(q, fn, taint, seeds, site):
                                 return found(f"reciprocal {', '.join(a.targets)} computed once and multiplied in "
                                              f"{fn.name}", [Span(a.line, a.end_line, "reciprocal"),
                                                             span(m, "multiply")], 0.85)
@@ -341,9 +351,10 @@ def chan_merge(facts: Facts, lang: str) -> CheckResult:
 
 
 @check("atomic_of_reduction")
-def atomic_of_reduction(facts: Facts, lang: str) -> CheckResult:
+def atomic_of_reduction(facts: Facts, lang: str, *, carried: bool = False) -> CheckResult:
     """An atomic add publishes a reduced partial (``tl.atomic_add(y + row, tl.sum(chunk))``, ``atomicAdd(&y[r],
-    warp_sum)``): one atomic per chunk, not per element."""
+    warp_sum)``): one atomic per chunk, not per element. ``carried``: a loop accumulator counts as a partial too
+    (a split-K tile's ``acc`` added into an fp32 workspace)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         for c in fn.calls:
@@ -353,6 +364,9 @@ def atomic_of_reduction(facts: Facts, lang: str) -> CheckResult:
                     continue
                 if fl.reduction_derived(v, fn) is not None:
                     return found(f"atomic add of a reduced partial in {fn.name}", span(c, "atomic"), 0.85)
+                if carried and any(n.kind == "name" and n.op in by_var and f is fn
+                                   for by_var in fl.carried(fn).values() for n, f, _ in fl.walk(v, fn, depth=3)):
+                    return found(f"atomic add of a loop accumulator in {fn.name}", span(c, "atomic"), 0.8)
                 # a carry-out fix-up: the value is loaded from partials that an earlier kernel reduced and stored
                 for node, f, _ in fl.walk(v, fn, depth=3):
                     if node.kind != "call" or node.op not in LOADS or f is not fn:
@@ -402,3 +416,30 @@ def accumulator_dtype(facts: Facts, lang: str, *, dtype: str = "fp32") -> CheckR
     if good:
         return found(f"{len(good)} {dtype} accumulator(s)", good[:4], 0.8)
     return missing(f"no {dtype} loop accumulator of loaded data", confidence=0.7)
+
+
+SCANS = {"tl.cumsum", "tl.associative_scan", "tl.cumprod"}
+
+
+@check("scan_with_carry")
+def scan_with_carry(facts: Facts, lang: str) -> CheckResult:
+    """A loop over tiles scans each tile (``tl.cumsum``) and adds a carry accumulated across iterations
+    (``y = tl.cumsum(x, 0) + carry; carry += tl.sum(x, 0)``): one pass over a long row."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        carried = fl.carried(fn)
+        for kind, st, _ in fl.memory_ops(fn):
+            if kind != "store" or not st.loops:
+                continue
+            v = fl.stored_value(st)
+            if v is None:
+                continue
+            for lid in st.loops:
+                by_var = carried.get(lid, {})
+                loop = fn.loop(lid)
+                scans = [n for n, _, _ in fl.walk(v, fn, depth=4) if n.kind == "call" and n.op in SCANS]
+                carries = [c for c in by_var if fl.refs(v, fn, c, within=loop)]
+                if scans and carries:
+                    return found(f"tile scan plus carried total {carries[0]} in {fn.name}",
+                                 [span(scans[0], "tile scan"), span(st, "store with carry")], 0.85)
+    return missing("no tile scan combined with a carry across loop iterations", confidence=0.8)

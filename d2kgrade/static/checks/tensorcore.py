@@ -113,3 +113,65 @@ def dot_low_precision_operand(facts: Facts, lang: str, *, dtypes: list[str] | No
                 if (n.kind == "cast" and n.op in want) or (n.kind == "call" and n.op == ".to"):
                     return found(f"tl.dot on a register-converted operand in {fn.name}", span(c, "tl.dot"), 0.85)
     return missing("no tl.dot whose first operand is converted to 16 bits in registers", confidence=0.8)
+
+
+@check("fused_epilogue")
+def fused_epilogue(facts: Facts, lang: str, *, calls: list[str] | None = None) -> CheckResult:
+    """After a ``tl.dot`` loop, the kernel stores a value computed from the loop's accumulator and a load made
+    after the loop (a bias, loaded once per tile) and, when ``calls`` is given, passed through one of those calls
+    (an activation: ``tl.exp2``, ``tl.sigmoid``, ``libdevice.tanh``...): the epilogue is fused into the GEMM."""
+    fl = flow(facts)
+    want = as_list(calls)
+    for fn in code(facts, "triton"):
+        carried = fl.carried(fn)
+        accs: dict[str, int] = {}
+        for c in fn.calls:
+            if c.name in DOTS and c.loops:
+                for lid in c.loops:
+                    for var, ups in carried.get(lid, {}).items():
+                        if any(any(n is c.expr for n in a.value.walk()) for a in ups):
+                            accs[var] = lid
+        if not accs:
+            continue
+        for kind, st, _ in fl.memory_ops(fn):
+            if kind != "store":
+                continue
+            v = fl.stored_value(st)
+            if v is None:
+                continue
+            acc = [a for a, lid in accs.items() if lid not in st.loops and fl.refs(v, fn, a)]
+            if not acc:
+                continue
+            lid = accs[acc[0]]
+            late = [n for n, f, _ in fl.walk(v, fn, depth=6) if f is fn and n.kind == "call" and n.op == "tl.load"]
+            late = [n for n in late if not any(c.expr is n and lid in c.loops for c in fn.calls)]
+            act = not want or any(n.kind == "call" and matches(n.op, want) for n, _, _ in fl.walk(v, fn, depth=6))
+            if late and act:
+                return found(f"epilogue fused after the K loop in {fn.name}",
+                             [span(late[0], "per-tile load"), span(st, "one store")], 0.8)
+    return missing("no store after the K loop combining the accumulator with a per-tile load"
+                   + (f" and {'/'.join(want)}" if want else ""), confidence=0.75)
+
+
+@check("dot_first_operand_from")
+def dot_first_operand_from(facts: Facts, lang: str, *, input_index: int = 1) -> CheckResult:
+    """The first operand of a ``tl.dot`` is loaded from the submission's input number ``input_index`` (0-based in
+    ``kernel(...)``), e.g. the weight tile first for a swap-AB small-M GEMM (``tl.dot(b_tile, tl.trans(a_tile))``)."""
+    fl = flow(facts)
+    entry = facts.functions.get("kernel")
+    if entry is None or input_index >= len(entry.params):
+        return CheckResult(None, "no kernel(...) signature to map inputs", confidence=0.0)
+    target = entry.params[input_index]
+    for fn in code(facts, "triton"):
+        for c in fn.calls:
+            if c.name not in DOTS or not c.expr.args:
+                continue
+            for n, f, _ in fl.walk(c.expr.args[0], fn, depth=4):
+                if n.kind == "call" and n.op in ("tl.load", ".load") and f is fn:
+                    ptr = n.kw("pointer", 0) if n.op == "tl.load" else n.recv
+                    for b in (fl.bases(ptr, fn) if ptr is not None else set()):
+                        for src, caller in fl.param_sources(fn, b):
+                            if any(x.kind == "name" and x.op == target for x, _, _ in fl.walk(src, caller, depth=6)):
+                                return found(f"tl.dot in {fn.name} takes {target} as its first operand",
+                                             span(c, "swapped operands"), 0.75)
+    return missing(f"no tl.dot whose first operand comes from {target}", confidence=0.7)

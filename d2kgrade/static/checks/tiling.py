@@ -182,10 +182,12 @@ def _group_product(fl: Flow, e: Expr, fn: Function) -> str | None:
 
 @check("autotune_configs")
 def autotune_configs(facts: Facts, lang: str, *, min_configs: int = 2, require: list[str] | None = None,
-                     vary: list[str] | None = None) -> CheckResult:
+                     vary: list[str] | None = None, any_value: dict[str, list] | None = None) -> CheckResult:
     """A reachable kernel is ``@triton.autotune``-d over at least ``min_configs`` configs with a ``key``; every
     field in ``require`` (``num_warps``, ``num_stages``, a meta-parameter) is set in the configs, and each field
-    in ``vary`` takes at least two values (comprehension-generated configs are accepted as varying)."""
+    in ``vary`` takes at least two values (comprehension-generated configs are accepted as varying). With
+    ``any_value`` (``{BLOCK_M: [16, 32, 64], BM: [16, 32, 64]}``) some config must set one of those fields to one
+    of the listed values (small-M tiles, say)."""
     req = require or []
     for fn in code(facts, "triton"):
         at = fn.autotune
@@ -207,6 +209,9 @@ def autotune_configs(facts: Facts, lang: str, *, min_configs: int = 2, require: 
                     for c in at.configs}
             if len(vals) < 2 and not at.generated:
                 problems.append(f"{v} does not vary")
+        if any_value and not at.generated and not any(c.kwargs.get(k) in vals for c in at.configs
+                                                      for k, vals in any_value.items()):
+            problems.append(f"no config with {' or '.join(any_value)} in {list(any_value.values())[0]}")
         sp = Span(at.line, at.end_line, "autotune")
         if not problems:
             return found(f"{fn.name} autotuned over {n}{'+' if at.generated else ''} configs, key={at.key}", sp, 0.9)
@@ -223,8 +228,13 @@ def num_stages(facts: Facts, lang: str, *, min: int = 3) -> CheckResult:  # noqa
     for fn in code(facts, "triton"):
         for lp in fn.loops:
             ns = lp.options.get("num_stages")
-            if ns is not None and (v := fl.fold(ns, fn)) is not None and v >= min:
-                return found(f"tl.range(..., num_stages={v}) in {fn.name}", span(lp, "pipelined loop"), 0.9)
+            if ns is None:
+                continue
+            vals = [v for v in _param_values(fl, fn, ns) if v is not None]
+            if not vals and fl.root(ns, fn).kind == "name":  # a config dict the analysis cannot follow
+                vals = _keyword_values(facts, fl.root(ns, fn).op)
+            if vals and max(vals) >= min:
+                return found(f"tl.range(..., num_stages={max(vals)}) in {fn.name}", span(lp, "pipelined loop"), 0.8)
         if not fn.loops:
             continue
         if fn.autotune:
@@ -241,6 +251,20 @@ def num_stages(facts: Facts, lang: str, *, min: int = 3) -> CheckResult:  # noqa
                     return found(f"launch of {fn.name} with num_stages={v if v is not None else '(computed)'}",
                                  span(la, "launch"), 0.8)
     return missing(f"no explicit num_stages >= {min} on a looping kernel", confidence=0.75)
+
+
+def _keyword_values(facts: Facts, key: str) -> list[int]:
+    """Integer values bound to keyword ``key`` anywhere in the host code (``dict(NUM_STAGES=4)``, ``NUM_STAGES=5``)."""
+    out = []
+    for f in facts.functions.values():
+        if f.is_device:
+            continue
+        for e in [a.value for a in f.assigns] + [c.expr for c in f.calls]:
+            for n in e.walk():
+                v = (n.kwargs or {}).get(key)
+                if v is not None and v.kind == "const" and isinstance(v.value, int) and not isinstance(v.value, bool):
+                    out.append(v.value)
+    return out
 
 
 @check("program_id_axis")
@@ -351,13 +375,15 @@ def work_per_program(facts: Facts, lang: str, *, min_elements: int = 2048) -> Ch
 
 
 @check("pid_bounded_loop")
-def pid_bounded_loop(facts: Facts, lang: str) -> CheckResult:
+def pid_bounded_loop(facts: Facts, lang: str, *, include_persistent: bool = False) -> CheckResult:
     """A loop's range bound depends on the program id but the loop is not a persistent one (``for n in
-    tl.range(0, (start_m + 1) * BLOCK_M, BLOCK_N)``): work skipped per program, as in causal block skipping."""
+    tl.range(0, (start_m + 1) * BLOCK_M, BLOCK_N)``): work skipped or partitioned per program, as in causal block
+    skipping or a split-K slice. ``include_persistent``: persistent loops count too (any per-program partition of
+    the iteration space, as Stream-K needs)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         for lp in fn.loops:
-            if is_persistent(fl, fn, lp):
+            if not include_persistent and is_persistent(fl, fn, lp):
                 continue
             for e in (lp.stop, lp.start):
                 if e is not None and fl.pid_derived(e, fn):

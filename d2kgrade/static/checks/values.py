@@ -148,3 +148,96 @@ def branch_on_loaded(facts: Facts, lang: str) -> CheckResult:
                 if any(n.kind == "name" and n.op in loaded and f is fn for n, f, _ in fl.walk(cond, fn, depth=3)):
                     return found(f"branch on a loaded value in {fn.name}", Span(cond.line, cond.end_line, "if"), 0.8)
     return missing("no branch on a loaded value", confidence=0.75)
+
+
+ATOMICS = ("tl.atomic_add", "tl.atomic_xchg", "tl.atomic_cas", "atomicAdd", "atomicInc", "atomicCAS", "atomicExch")
+
+
+@check("atomic_ticket")
+def atomic_ticket(facts: Facts, lang: str) -> CheckResult:
+    """The result of an atomic counter update decides a branch (``cnt = tl.atomic_add(counter + t, 1); if cnt ==
+    S - 1: merge``): the last program to arrive does the final combine, with no second launch."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        tickets = {t for a in fn.assigns for t in a.targets
+                   if any(n.kind == "call" and n.op in ATOMICS for n in a.value.walk())}
+        if not tickets:
+            continue
+        for x in list(fn.assigns) + list(fn.calls):
+            for g in x.guards:
+                cond = g.args[0] if g.kind == "unary" and g.op == "not" and g.args else g
+                if any(n.kind == "name" and n.op in tickets for n, f, _ in fl.walk(cond, fn, depth=2) if f is fn):
+                    return found(f"atomic ticket decides the combine in {fn.name}",
+                                 Span(cond.line, cond.end_line, "last arrival"), 0.85)
+    return missing("no branch on the result of an atomic counter", confidence=0.8)
+
+
+@check("dynamic_work_id")
+def dynamic_work_id(facts: Facts, lang: str) -> CheckResult:
+    """Work items are claimed at run time from an atomic counter (``tile = tl.atomic_add(counter, 1)``) and the
+    claimed id addresses the data, instead of taking the program id."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        ids = {t: a for a in fn.assigns for t in a.targets
+               if any(n.kind == "call" and n.op in ATOMICS and len(n.args) >= 2 and fl.fold(n.args[1], fn) == 1
+                      for n in a.value.walk())}
+        if not ids:
+            continue
+        for kind, c, _ in fl.memory_ops(fn):
+            addr = _address(c)
+            if addr is not None and any(fl.refs(addr, fn, t) for t in ids):
+                a = next(iter(ids.values()))
+                return found(f"work id claimed with an atomic counter in {fn.name}",
+                             [Span(a.line, a.end_line, "atomic work id"), span(c, "addressed by it")], 0.85)
+    return missing("no work id taken from an atomic counter", confidence=0.8)
+
+
+@check("polling_loop")
+def polling_loop(facts: Facts, lang: str) -> CheckResult:
+    """A ``while`` loop waits on memory written by other programs: its condition depends on a value loaded (or
+    atomically read) inside the loop (a decoupled look-back, a flag wait)."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        for lp in fn.loops:
+            if lp.kind != "while" or lp.stop is None:
+                continue
+            inside = _memory_dependent(fl, fn, lp)
+            if lp.stop.names() & inside or any(n.kind == "call" and (n.op in LOADS or n.op in ATOMICS)
+                                               for n in lp.stop.walk()):
+                return found(f"polling loop in {fn.name}", span(lp, "wait on other programs"), 0.8)
+    return missing("no loop that waits on values written by other programs", confidence=0.8)
+
+
+def _memory_dependent(fl: Flow, fn: Function, lp) -> set[str]:  # noqa: ANN001
+    """Names assigned in loop ``lp`` whose values depend, through data or through the ``if`` conditions guarding
+    their assignments, on memory read inside the loop."""
+    inside = [a for a in fn.assigns if lp.id in a.loops]
+    direct = {id(a) for a in inside if any(n.kind == "call" and (n.op in LOADS or n.op in ATOMICS)
+                                           for e in (a.value, *a.guards) for n in e.walk())}
+    dep = {t for a in inside if id(a) in direct for t in a.targets}
+    changed = True
+    while changed:
+        changed = False
+        for a in inside:
+            if set(a.targets) <= dep:
+                continue
+            names = a.value.names().union(*(g.names() for g in a.guards)) if a.guards else a.value.names()
+            if names & dep:
+                dep.update(a.targets)
+                changed = True
+    return dep
+
+
+@check("conditional_launch")
+def conditional_launch(facts: Facts, lang: str, *, min: int = 1) -> CheckResult:  # noqa: A002
+    """At least ``min`` kernel launches sit under a host-side ``if`` on run-time values (a split count chosen by a
+    heuristic, a combine kernel launched only when needed)."""
+    hits = []
+    for f in facts.hosts():
+        for c in f.calls:
+            if c.name == "launch" and c.guards:
+                hits.append(c)
+    if len(hits) >= min:
+        return found(f"{len(hits)} launch(es) under host-side conditions", [span(c, "conditional launch")
+                                                                            for c in hits[:4]], 0.75)
+    return missing("every launch happens unconditionally", confidence=0.7)
