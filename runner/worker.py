@@ -29,7 +29,10 @@ from runner.sandbox import ChannelWriter, apply_limits, read_all
 
 PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d2kgrade.schema", "d2kgrade.records",
            "runner.compare", "runner.direct", "runner.inputs", "runner.loading", "runner.integrity", "runner.timing",
-           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler")
+           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler",
+           "torch._dynamo")
+"""Imported once by the zygote (torch._dynamo alone is ~3 s). If any of them loaded the CUDA driver, the zygote
+refuses to serve and jobs are spawned instead (see :func:`zygote_main`)."""
 
 
 # --------------------------------------------------------------------------------------------- entry points

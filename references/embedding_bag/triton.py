@@ -47,7 +47,7 @@ _MAX_BAGS = 16
 _LONG = 256          # lookups of one bag handled by the bag kernel; the rest goes to the tail kernel
 _CHUNK = 1024        # lookups per tail work item
 _TAIL_UNROLL = 16    # rows in flight per tail step
-_PROBE = 2048        # sampled indices for the skew probe (128 under the interpreter: its tl.sort is slow)
+_PROBE = 2048        # sampled indices for the skew probe (32 under the interpreter: its tl.sort is slow)
 _TAIL_PROGS_PER_SM = 4
 
 
@@ -223,7 +223,7 @@ def embedding_bag(table: torch.Tensor, indices: torch.Tensor, offsets: torch.Ten
     work = torch.empty((cap, 3), dtype=torch.int64, device=table.device)
     flag = torch.empty(1, dtype=torch.int32, device=table.device)
     count = torch.empty(1, dtype=torch.int32, device=table.device)
-    samples = 128 if _interpreting() else _PROBE
+    samples = 32 if _interpreting() else _PROBE
     _index_probe_kernel[(1,)](indices, flag, count, nnz, max(1, nnz // samples), SAMPLES=samples, num_warps=4)
     if _hot_rows is not None:
         flag.fill_(int(_hot_rows))

@@ -23,13 +23,17 @@ The mainloop is the persistent grouped GEMM of ``references/gemm_bf16``; what th
 
 ``tma`` path (Hopper and later, 16-byte-aligned rows): X/W tiles through device-side tensor descriptors (TMA into
 swizzled shared memory, edge tiles zero-filled, no masks in the K loop), Y through descriptor stores.
+Compiled for sm_90a on a CPU host with Triton 3.6's ptxas, every TMA config has cp.async.bulk.tensor loads,
+wgmma, ex2.approx and div.full (no div.rn) in its PTX, no spills (95-254 registers), and 140-229 KB of shared
+memory (128x256, 4 stages: 229 KB of the 227 KiB = 232 KB limit).
+
 ``ptr`` path (the Triton interpreter, pre-Hopper GPUs, unaligned shapes): the same persistent grouped loop with
 pointer loads, edge rows re-read modulo M/N and dropped by the masked store, an ``EVEN_K`` specialization without
 K masks, and the same fused epilogue on the whole tile.
 
 Numerics, measured on CPU (interpreter) against float64: the exp2/fdiv GELU is within 1.2e-7 * max(1, |u|) of
 tanh-GELU over 200,001 points of u in [-100, 100] (torch's own fp32 tanh-GELU: 1.5e-7), so the output rounding
-dominates. On the smoke shape in fp16 the kernel's worst element uses <= 0.1 of the fp16 tolerance; an fp32
+dominates. On the smoke shape in fp16 the kernel's worst element uses <= 0.12 of the fp16 tolerance; an fp32
 emulation of its numerics in bf16 at 256 x 512 x 1024 uses <= 0.27 of the bf16 tolerance [1e-2, 1e-2], while a bf16
 accumulator rounded after every 32-wide K tile fails it by 3.6x (normal) to 18x (wide_range).
 

@@ -27,7 +27,15 @@ Workspace and counters are cached per device and assume calls on one stream at a
 
 Loads: B with evict_first, A with evict_last, BK = 128-256, 4-5 pipeline stages (cp.async ring; 40-64 KB of B
 in flight per CTA). K tails are masked only when K % BK != 0 (``EVEN_K``); rows past M/N re-read a valid row
-(index modulo M/N) and are dropped by the masked store.
+(index modulo M/N) and are dropped by the masked store. Compiled for sm_90a on a CPU host with Triton 3.6's
+ptxas: the pipelined loads become cp.async.cg (L1 bypass, which is what evict_first asks of B), but the 3.6
+pipeliner drops the eviction hints themselves; the reduction is atom.global.relaxed.add.v4.f32 plus an acq_rel
+ticket; swap-AB and Stream-K tiles run on wgmma; 72-202 registers, no spills, 131-205 KB of shared memory.
+
+Numerics (CPU, interpreter, against float64): the worst element uses <= 0.06 of the fp16 tolerance on the smoke
+shape (splitk path, S = 3) and 0.38-0.51 of the bf16 tolerance on the GEMV path in bf16, most of which is the
+interpreter's truncating fp32 -> bf16 cast (the exact int_valued draw reaches 0.74 through it alone). On the
+"cancelling" draw, split partials or a running sum rounded to 16 bits fail the tolerance by 2-12x.
 
 Roofline floors on H200 (bytes = (M*K + N*K + M*N)*2 at 4.25 TB/s; flops = 2*M*N*K at ~750 TFLOP/s dense bf16):
 

@@ -456,3 +456,36 @@ def head_group_mapping(facts: Facts, lang: str) -> CheckResult:
                         return found(f"head index {a.targets[0]} grouped by a head ratio in {fn.name}",
                                      Span(a.line, a.end_line, "q heads -> kv head"), 0.75)
     return missing("no program-id head index divided by a query/KV head ratio", confidence=0.7)
+
+
+@check("index_math")
+def index_math(facts: Facts, lang: str, *, where: str = "before_loop") -> CheckResult:
+    """Integer index decomposition (``//`` and ``%`` by a run-time size, as in pixel -> (n, p, q)) relative to the
+    main loop (the loop holding the kernel's loads). ``where: before_loop``: such indices are computed from the
+    program id before the loop and used by its loads (computed once per tile). ``where: in_loop``: a division or
+    modulo by a run-time value happens inside that loop (usually negated: counters should advance without it)."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        mem = [c for kind, c, _ in fl.memory_ops(fn) if kind == "load" and c.loops]
+        loops = {lid for c in mem for lid in c.loops}
+        for a in fn.assigns:
+            divs = [n for n in a.value.walk() if n.kind == "bin" and n.op in ("//", "%") and len(n.args) == 2
+                    and fl.fold(n.args[1], fn) is None and not fl.is_constexpr(n.args[1], fn)]
+            if not divs:
+                continue
+            if where == "in_loop":
+                if set(a.loops) & loops:
+                    return found(f"division/modulo by a run-time value inside the loop of {fn.name}",
+                                 Span(a.line, a.end_line, "index math in the loop"), 0.8)
+                continue
+            if any(lid in loops for lid in a.loops) or not fl.pid_derived(divs[0].args[0], fn):
+                continue
+            for c in mem:
+                addr = c.expr.kw("pointer", 0) if c.name == "tl.load" else None
+                if addr is not None and any(fl.refs(addr, fn, t) for t in a.targets):
+                    return found(f"{', '.join(a.targets)} decomposed from the program id once, used in the loop of "
+                                 f"{fn.name}", [Span(a.line, a.end_line, "index math before the loop"),
+                                                span(c, "load in the loop")], 0.8)
+    if where == "in_loop":
+        return missing("no division or modulo by a run-time value inside the main loop", confidence=0.75)
+    return missing("no program-id index decomposition before the main loop", confidence=0.75)
