@@ -116,6 +116,12 @@ def check_rubric(task: Task, rubric: Rubric, path: Path, known_checks: set[str] 
             if ref.check not in known_checks:
                 problems.append(Problem(str(path), f"properties.{i}.static.checks.{j}.check",
                                         f"unknown static check {ref.check!r}; known: {', '.join(sorted(known_checks))}"))
+            else:  # known check: its arguments must be ones it takes, of the annotated types
+                from d2kgrade.static.registry import check_args_problem
+
+                msg = check_args_problem(ref.check, ref.args)
+                if msg:
+                    problems.append(Problem(str(path), f"properties.{i}.static.checks.{j}.args", msg))
     return problems
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,28 +95,94 @@ def known_checks() -> set[str]:
 
 def check_params(name: str) -> dict[str, inspect.Parameter]:
     """The keyword arguments a check accepts."""
+    return _signature(name)[0]
+
+
+def check_hints(name: str) -> dict[str, Any]:
+    """The annotated type of each keyword argument of a check (``str | list[str]``, ``int | None``...)."""
+    return _signature(name)[1]
+
+
+def _signature(name: str) -> tuple[dict[str, inspect.Parameter], dict[str, Any]]:
     fn = load_all()[name]
     cached = _PARAMS.get(name)
     if cached is None or cached[0] is not fn:
-        cached = _PARAMS[name] = (fn, {p.name: p for p in inspect.signature(fn).parameters.values()
-                                      if p.kind == p.KEYWORD_ONLY})
-    return cached[1]
+        params = {p.name: p for p in inspect.signature(fn).parameters.values() if p.kind == p.KEYWORD_ONLY}
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception:  # an annotation that does not resolve: no type checks for this check
+            hints = {}
+        cached = _PARAMS[name] = (fn, params, {p: hints[p] for p in params if p in hints})
+    return cached[1], cached[2]
 
 
-_PARAMS: dict[str, tuple[CheckFn, dict[str, inspect.Parameter]]] = {}
+_PARAMS: dict[str, tuple[CheckFn, dict[str, inspect.Parameter], dict[str, Any]]] = {}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Does a YAML value fit a check argument's annotation (str, int, float, bool, None, list[...], dict[...],
+    unions)? An ``int`` fits ``float``; a ``bool`` fits only ``bool``."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is list or hint is list:
+        if not isinstance(value, list):
+            return False
+        (item,) = typing.get_args(hint) or (Any,)
+        return all(_fits(v, item) for v in value)
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            return False
+        key, val = typing.get_args(hint) or (Any, Any)
+        return all(_fits(k, key) and _fits(v, val) for k, v in value.items())
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _type_name(hint: Any) -> str:
+    name = str(hint) if typing.get_origin(hint) or isinstance(hint, types.UnionType) else hint.__name__
+    return name.replace("typing.", "").replace("NoneType", "None")
 
 
 def check_args_problem(name: str, args: dict[str, Any]) -> str | None:
-    """Why ``args`` do not fit check ``name`` (unknown or missing arguments), or None when they do."""
+    """Why ``args`` do not fit check ``name`` (unknown check, unknown or missing arguments, a value of the wrong
+    type), or None when they do. Results are cached: grading asks once per file."""
+    key = (name, repr(sorted(args.items(), key=lambda kv: kv[0])) if isinstance(args, dict) else repr(args))
+    if key not in _PROBLEMS:
+        _PROBLEMS[key] = _args_problem(name, args)
+    return _PROBLEMS[key]
+
+
+_PROBLEMS: dict[tuple[str, str], str | None] = {}
+
+
+def _args_problem(name: str, args: dict[str, Any]) -> str | None:
     if name not in load_all():
         return f"unknown static check {name!r}; known: {', '.join(sorted(CHECKS))}"
-    params = check_params(name)
+    if not isinstance(args, dict):
+        return f"check {name!r}: args must be a mapping of argument names to values, got {type(args).__name__}"
+    params, hints = _signature(name)
     unknown = sorted(set(args) - set(params))
     if unknown:
         return f"check {name!r} has no argument(s) {unknown}; it takes {sorted(params) or 'none'}"
     required = sorted(p for p, spec in params.items() if spec.default is inspect.Parameter.empty and p not in args)
     if required:
         return f"check {name!r} needs argument(s) {required}"
+    for arg, value in args.items():
+        hint = hints.get(arg)
+        if hint is not None and not _fits(value, hint):
+            return f"check {name!r}: argument {arg!r} is {value!r} ({type(value).__name__}), expected {_type_name(hint)}"
     return None
 
 

@@ -39,7 +39,7 @@ import triton.language as tl
 LOG2E = tl.constexpr(1.4426950408889634)
 
 _BLOCK_L = 64     # tokens per tile: (W-1)/64 = 5% halo
-_BLOCK_D = 128    # channels per tile: 256 B rows, 16 B per thread, 32 elements per thread at 8 warps
+_BLOCK_D = 128    # channels per tile: 256 B rows; 16 elements (two 16-byte vectors) per thread at 16 warps
 _RUN = 64         # tokens per program on the rolling path
 _ROLL_D = 256     # channels per program on the rolling path: one warp, one 16-byte vector (8 bf16) per lane
 _MAX_ROLL_W = 4   # the rolling window keeps W-1 <= 3 earlier inputs in registers
@@ -227,7 +227,7 @@ def causal_conv1d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, cu_seqle
         block_d = _block_d or min(_BLOCK_D, max(16, triton.next_power_of_2(D)))
         grid = (triton.cdiv(L, block_l), triton.cdiv(D, block_d), B)
         _causal_conv1d_tile_kernel[grid](*args, W=W, W_P2=triton.next_power_of_2(W), BLOCK_L=block_l,
-                                         BLOCK_D=block_d, VARLEN=varlen, num_warps=8 if block_l * block_d >= 8192 else 4)
+                                         BLOCK_D=block_d, VARLEN=varlen, num_warps=max(1, min(16, block_l * block_d // 512)))
     elif path == "rolling":
         if W > _MAX_ROLL_W:
             raise ValueError(f"the rolling path keeps at most {_MAX_ROLL_W - 1} earlier inputs; W = {W}")

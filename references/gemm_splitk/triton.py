@@ -19,7 +19,7 @@ K_PER_SPLIT rounded up to a multiple of BK: decode_m1 (256 BN=32 tiles) S = 2, d
 batch64_square (128 tiles) S = 3, i.e. 320-512 CTAs, 2.4-3.9 per SM.
 
 Reduction (``_finish_tile``): S = 1 or a tile owned by one program stores C directly. Otherwise each program
-atomically adds its fp32 tile into an fp32 workspace (red.global.add.f32, never bf16), then takes a ticket on a
+atomically adds its fp32 tile into an fp32 workspace (fp32 vector atomics, never bf16), then takes a ticket on a
 per-tile counter (acq_rel, after a CTA barrier so every thread's adds precede it). The program that completes
 the tile reads the workspace tile back through L2 (.cg), casts and stores C once, and re-zeroes its workspace
 tile and counter, so the cached workspace is zero on the next call and no memset or cast kernel is launched.

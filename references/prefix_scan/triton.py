@@ -19,11 +19,13 @@ A scan moves 2N elements at minimum (read x, write y); each path below keeps to 
   tiles (8192 elements: 32 rows of 256) along axis 1 with one load and one store per tile.
 
 Loads and stores are contiguous ``tl.arange`` tiles whose length is a multiple of 4 * 32 * num_warps, so every
-thread moves 16-byte vectors (ld.global.v4 / st.global.v4 in the sm_90a PTX, compiled on a CPU host; the look-back
-polls with atom.acquire.gpu.add.u64 and publishes with atom.release.gpu.exch.b64; 64-80 registers, no spills). fp32 sums are in fp32: the scan tree inside a tile plus one carry (or look-back)
-add per tile. Measured on CPU against the float64 oracle (interpreter): the "signed_ints" draws are exact; on
-131072-long U(0,1) rows (rows and look-back paths at their GPU tile sizes) the worst element uses 0.017 of the
-fp32 tolerance [1e-4, 1e-4], while a bf16 or fp16 scan, or a bf16 carry, fails it (tests/suite/test_prefix_scan.py).
+thread moves 16-byte vectors (ld.global.v4 / st.global.v4 in the sm_90a PTX, compiled on a CPU host; the
+look-back polls with atom.acquire.gpu.add.u64 and publishes with atom.release.gpu.exch.b64; 64-80 registers, no
+spills). fp32 sums are in fp32: the scan tree inside a tile plus one carry (or look-back) add per tile.
+
+Measured on CPU against the float64 oracle (interpreter): the "signed_ints" draws are exact; on 131072-long U(0,1)
+rows (rows and look-back paths at their GPU tile sizes) the worst element uses 0.017 of the fp32 tolerance
+[1e-4, 1e-4], while a bf16 or fp16 scan, or a bf16 carry, fails it (tests/suite/test_prefix_scan.py).
 
 Roofline floors on H200 (bytes = 2*B*N*elt at 4.25 TB/s):
 

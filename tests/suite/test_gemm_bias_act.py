@@ -88,8 +88,8 @@ def test_routing_configs_and_alignment():
     assert KERNEL._pick_path(X, torch.zeros(88, 160, dtype=torch.float16), 88) == "ptr"  # CPU: interpreter path
     assert not KERNEL._tma_compatible(X, torch.zeros(93, 160, dtype=torch.float16), 93)  # Y rows 186 B
     with pytest.raises(ValueError):
-        KERNEL.gemm_bias_act(X[:, :100], torch.zeros(88, 100, dtype=torch.float16), torch.zeros(88, dtype=torch.float16),
-                             _path="tma")
+        KERNEL.gemm_bias_act(X[:, :100], torch.zeros(88, 100, dtype=torch.float16),
+                             torch.zeros(88, dtype=torch.float16), _path="tma")
     # Every catalog workload is TMA-aligned; M <= 256 (decode_batch_256 only) gets the BM = 64 config list.
     for w in TASK.workloads:
         assert w.params["K"] * 2 % 16 == 0 and w.params["N"] * 2 % 16 == 0, w.name

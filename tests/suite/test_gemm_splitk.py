@@ -35,7 +35,8 @@ def failures(s: WorkloadSpec, got, inputs) -> list[str]:
 
 
 def workspace_is_clean() -> bool:
-    return all(float(ws.abs().sum()) == 0.0 and int(cnt.abs().sum()) == 0 for ws, cnt in KERNEL._WORKSPACE.bufs.values())
+    return all(float(ws.abs().sum()) == 0.0 and int(cnt.abs().sum()) == 0
+               for ws, cnt in KERNEL._WORKSPACE.bufs.values())
 
 
 # (M, N, K, dtype, launcher overrides). Interpreter tiles: gemv BN=16/BK=64, splitk BN=32/BK=64, streamk 32x32x32,

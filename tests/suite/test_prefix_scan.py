@@ -79,8 +79,8 @@ def packed(status: int, value: int) -> int:
     ([(2, 10), (1, 1), (2, 7), (1, 3), (1, 4), (1, 5)], 6, 0, 8, (5 + 4 + 3 + 7, 6, 1)),           # nearest wins
     ([(2, 10), (1, 1), (0, 0), (1, 3), (1, 4), (1, 5)], 6, 0, 8, (5 + 4 + 3, 3, 0)),               # stop at unpublished
     ([(2, 10), (1, 1), (1, 2), (1, 3), (1, 4), (0, 0)], 6, 0, 8, (0, 6, 0)),                       # nearest: spin
-    ([(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, -6)], 6, 0, 4, (-6 + 5 + 4 + 3, 2, 0)),          # window of AGGREGATEs
-    ([(2, 99), (1, 1), (1, 2), (1, 3), (1, 4), (1, 5)], 6, 2, 8, (5 + 4 + 3 + 2, 6, 1)),           # row start: virtual 0
+    ([(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, -6)], 6, 0, 4, (-6 + 5 + 4 + 3, 2, 0)),          # AGGREGATEs only
+    ([(2, 99), (1, 1), (1, 2), (1, 3), (1, 4), (1, 5)], 6, 2, 8, (5 + 4 + 3 + 2, 6, 1)),           # row start = 0
 ])
 def test_lookback_step_on_hand_made_states(states, end, row_first, window, expected):
     state = torch.tensor([packed(s, v) for s, v in states], dtype=torch.int64)

@@ -88,8 +88,10 @@ def test_interpreter_rounding_is_round_to_nearest_even():
 
 
 def test_catalog_workloads_take_their_designed_path():
-    picks = {w.name: (KERNEL._pick_path(w.params["G"]), KERNEL._groups_tile(w.params["G"], w.params["N"] // w.params["G"]))
-             for w in TASK.workloads}
+    picks = {}
+    for w in TASK.workloads:
+        G, N = w.params["G"], w.params["N"]
+        picks[w.name] = (KERNEL._pick_path(G), KERNEL._groups_tile(G, N // G))
     assert picks["per_token_fp8"] == ("groups", (8192, 1, 1))
     assert picks["group128_fp8"] == ("groups", (128, 8, 8))     # 8 rows x 8 groups; 56 groups = 7 tiles per row
     assert picks["wide_row_int8"][0] == "two_sweep"
