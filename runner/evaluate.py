@@ -10,8 +10,9 @@ missing files raise :class:`~d2kgrade.errors.UserError`.
 Statuses: ``passed``; ``incorrect`` (an output out of tolerance, NaN/Inf, wrong dtype/shape/count, or right only
 on some calls); ``rejected`` (a ``reject`` flag: a tripwire, mutated inputs, a patched harness, a non-tensor
 output, a forged message, a time under the roofline floor, hidden work, the profile showing PyTorch or a library
-did the work); ``compile_error``; ``runtime_error``; ``timeout`` (the whole run, or 120 s without progress once
-the submission is loaded); ``crashed`` (a signal, an exit before the end, a dead CUDA context, the memory limit).
+did the work); ``compile_error``; ``runtime_error``; ``timeout`` (the whole run, or no progress for 120 s on cpu /
+300 s on cuda once the submission is loaded); ``crashed`` (a signal, an exit before the end, a dead CUDA
+context, the memory limit).
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ class EvalOptions:
     """Time the baseline under torch.compile too."""
     tripwires: bool = True
     """Static tripwires. Off only in tests that exercise the runtime defences behind them."""
-    stall_s: float = 120.0
-    """Seconds without a message from the worker, once the submission is loaded, that count as a hang."""
+    stall_s: float | None = None
+    """Seconds without a message from the worker, once the submission is loaded, that count as a hang (default
+    120 s on cpu; 300 s on cuda, where a first call may compile and autotune for minutes)."""
     mem_limit_bytes: int | None = None
     """Host memory limit of the worker (default: 16 GiB on CPU, half the RAM on CUDA)."""
     mode: str | None = None
@@ -262,7 +264,8 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
     }
     limit = timeout_s if timeout_s is not None else (300.0 if dev == "cpu" else 1200.0)
     mem = opts.mem_limit_bytes or (16 << 30 if dev == "cpu" else max(8 << 30, _ram_bytes() // 2))
-    outcome = run_job(JobSpec(config=config, device=dev, env=job_env, timeout_s=limit, stall_s=opts.stall_s,
+    stall = opts.stall_s if opts.stall_s is not None else (120.0 if dev == "cpu" else 300.0)
+    outcome = run_job(JobSpec(config=config, device=dev, env=job_env, timeout_s=limit, stall_s=stall,
                               mem_limit_bytes=mem), mode=opts.mode)
     return _aggregate(result, task, outcome, chosen, hidden_wl, ceilings, gpu, dev, source, t0)
 

@@ -400,10 +400,12 @@ class _Zygote:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent_sock
         self.lock = threading.Lock()
+        # stderr to a file, not a pipe nobody drains (a full pipe would block the zygote).
+        self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-c", BOOT, str(ROOT), "zygote", str(child_sock.fileno())],
             env=self.env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, pass_fds=(child_sock.fileno(),), start_new_session=True)
+            stderr=self.err, pass_fds=(child_sock.fileno(),), start_new_session=True)
         child_sock.close()
         self.sock.settimeout(300)
         try:
@@ -415,7 +417,8 @@ class _Zygote:
             raise ZygoteUnavailable("importing torch/triton loaded the CUDA driver, so forked workers could not "
                                     "use the GPU")
         if hello != b"ready":
-            err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+            self.err.seek(0)
+            err = self.err.read().decode(errors="replace")[-2000:]
             self.close()
             raise ZygoteUnavailable(f"the evaluation zygote did not start: {err}")
 
@@ -434,6 +437,7 @@ class _Zygote:
     def close(self) -> None:
         try:
             self.sock.close()
+            self.err.close()
         finally:
             _kill_group(self.proc.pid)
             try:

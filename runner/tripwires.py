@@ -77,6 +77,10 @@ BANNED_PREFIXES: dict[str, str] = {
     "sys.path_hooks": "monkeypatch", "sys.stdout": "file_access", "sys.stderr": "file_access",
     "sys.stdin": "file_access", "sys.__stdout__": "file_access", "triton.runtime.interpreter": "monkeypatch",
     "triton.knobs": "monkeypatch", "triton.runtime.driver": "monkeypatch",
+    # A kernel that can tell when it is profiled or timed could behave only then.
+    "torch.profiler": "harness_import", "torch.autograd.profiler": "harness_import", "torch.cuda.Event": "monkeypatch",
+    "torch.cuda.memory_snapshot": "monkeypatch", "torch.cuda.memory_stats": "monkeypatch",
+    "torch.jit.fork": "thread", "torch.futures": "thread",
 }
 
 # Attribute names that reach frames, code, globals or class internals.

@@ -598,14 +598,21 @@ class Job:
 
 
 def _warm_up(device: Any) -> None:
-    """Run once what rebinds torch attributes lazily, so the guard's snapshot sees the settled state: importing
-    torch._dynamo (the profiler does) wraps ``torch.manual_seed`` and friends."""
+    """Run once what rebinds torch or triton attributes lazily, so the guard's snapshot sees the settled state:
+    importing torch._dynamo (the profiler does) wraps ``torch.manual_seed`` and friends, and a first Triton
+    compile and launch, under the profiler, sets up the rest."""
     import torch
     import torch._dynamo  # noqa: F401
 
+    from runner import warmup_kernel
     from runner.profile_proof import profile_call
 
-    profile_call(lambda: torch.ones(8, device=device).add_(1).sum(), device)
+    x = torch.zeros(200, device=device)
+    profile_call(lambda: warmup_kernel.run(x), device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    if float(x.sum()) != 200.0:
+        raise RuntimeError("the warm-up Triton kernel computed a wrong result: this machine's Triton is broken")
 
 
 def _numel(shape: tuple[int, ...] | list[int]) -> int:

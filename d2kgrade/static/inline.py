@@ -169,26 +169,36 @@ class Inliner:
 
     def copy(self, e: Expr | None, rename: dict[str, str], memo: dict[int, Expr], inlined: dict[int, Expr]) -> Expr:
         """``e`` with names renamed and inlined calls replaced; a node copied twice is the same copy (calls and
-        the assignments holding them keep sharing nodes)."""
+        the assignments holding them keep sharing nodes). A subtree with nothing to rename or replace is shared,
+        not copied (expressions are never mutated after lowering): most of a kernel's own code is such."""
         if e is None:
             return None  # type: ignore[return-value]
-        hit = memo.get(id(e))
+        key = id(e)
+        hit = memo.get(key)
         if hit is not None:
             return hit
-        if id(e) in inlined:
-            return inlined[id(e)]
-        if not rename and not inlined:
-            memo[id(e)] = e
-            return e
+        hit = inlined.get(key)
+        if hit is not None:
+            return hit
         if e.kind == "name":
-            out = Expr("name", rename.get(e.op, e.op), value=e.value, line=e.line, end_line=e.end_line) \
-                if e.op in rename else e
+            new = rename.get(e.op)
+            out = e if new is None else Expr("name", new, (), None, None, e.value, e.line, e.end_line)
+        elif not rename and not inlined:
+            out = e
         else:
-            out = Expr(e.kind, e.op, tuple(self.copy(a, rename, memo, inlined) for a in e.args),
-                       {k: self.copy(v, rename, memo, inlined) for k, v in e.kwargs.items()} if e.kwargs else None,
-                       self.copy(e.recv, rename, memo, inlined) if e.recv is not None else None, e.value, e.line,
-                       e.end_line)
-        memo[id(e)] = out
+            cp = self.copy
+            args = e.args
+            new_args = tuple([cp(a, rename, memo, inlined) for a in args]) if args else args
+            kwargs = e.kwargs
+            new_kwargs = {k: cp(v, rename, memo, inlined) for k, v in kwargs.items()} if kwargs else None
+            recv = e.recv
+            new_recv = cp(recv, rename, memo, inlined) if recv is not None else None
+            if (new_recv is recv and (kwargs is None or (new_kwargs is not None and all(
+                    new_kwargs[k] is v for k, v in kwargs.items()))) and all(a is b for a, b in zip(new_args, args))):
+                out = e
+            else:
+                out = Expr(e.kind, e.op, new_args, new_kwargs, new_recv, e.value, e.line, e.end_line)
+        memo[key] = out
         return out
 
 

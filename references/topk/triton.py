@@ -29,7 +29,8 @@ Three paths, picked from the row length and the row count:
   into the chunk's own candidate segment, in index order); kernel 3 resolves the threshold over the S segments
   and sorts, as in ``rows``.
 
-Tiles of the long-row paths are 8192 keys (16 fp32 per thread at 16 warps: four 16-byte loads per thread).
+Tiles hold 16 keys per thread (four 16-byte fp32 loads): 4096 keys at 8 warps on ``rows``, 8192 at 16 warps on
+``split``.
 
 Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at 4.25 TB/s measured copy bandwidth):
 
@@ -59,7 +60,9 @@ MASK1 = tl.constexpr(63)
 
 _ROUTER_MAX_V = 1024
 _ROUTER_TILE = 4096     # elements per router program
-_TILE = 8192            # keys per tile on the long-row paths
+_ROWS_TILE = 4096       # keys per tile on the rows path: 16 per thread at 8 warps (205 registers, no spills
+                        # for sm_90a; 8192 keys at 16 warps hit the 128-register cap and spill)
+_SPLIT_TILE = 8192      # keys per tile on the split path: 16 per thread at 16 warps (<= 128 registers)
 _L2_BUDGET = 48 << 20   # bytes of rows in flight on the rows path (H200 L2: 60 MB)
 _MIN_CHUNK = 16384      # keys per chunk on the split path
 
@@ -387,11 +390,11 @@ def topk(x: torch.Tensor, k: int, *, _path: str | None = None, _tile: int | None
         _topk_router_kernel[(triton.cdiv(B, rows),)](x, values, indices, B, V, k, x.stride(0), ROWS=rows,
                                                      BLOCK_V=block_v, K_P2=k_p2, IS_BF16=is_bf16, num_warps=4)
         return values, indices
-    tile = _tile or _TILE
     key_low = 16 if is_bf16 else 0
-    warps = 16 if tile >= 8192 else 4
     dev = x.device
     if path == "rows":
+        tile = _tile or _ROWS_TILE
+        warps = 8 if tile >= 4096 else 4
         cap = _cap or _default_cap(V, k, tile)
         progs = _num_progs or max(1, min(B, num_sms, _L2_BUDGET // (V * x.element_size())))
         cand = torch.empty((progs, cap), dtype=torch.int64, device=dev)
@@ -400,6 +403,8 @@ def topk(x: torch.Tensor, k: int, *, _path: str | None = None, _tile: int | None
         _topk_rows_kernel[(progs,)](x, values, indices, cand, counts, sel, B, V, k, cap, x.stride(0), progs,
                                     K_P2=k_p2, KEY_LOW=key_low, TILE=tile, IS_BF16=is_bf16, num_warps=warps)
     elif path == "split":
+        tile = _tile or _SPLIT_TILE
+        warps = 16 if tile >= 8192 else 4
         S = _split or max(1, min(triton.cdiv(2 * num_sms, B), triton.cdiv(V, _MIN_CHUNK)))
         chunk = triton.cdiv(triton.cdiv(V, S), tile) * tile
         S = triton.cdiv(V, chunk)
