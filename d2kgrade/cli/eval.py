@@ -57,7 +57,7 @@ def eval_command(
     for w in result.workloads:
         rel = max((e.max_rel_err for e in w.errors), default=None)
         roof = "-" if w.roofline_fraction is None else f"{100 * w.roofline_fraction:.0f}%"
-        table.add_row(w.name + (" (hidden)" if w.hidden else ""), w.status, str(w.trials),
+        table.add_row(w.name, w.status, str(w.trials),
                       "-" if rel is None else f"{rel:.2e}",
                       _fmt_ms(w.time.median_ms if w.time else None), _fmt_ms(w.eager.median_ms if w.eager else None),
                       _fmt_ms(w.compiled.median_ms if w.compiled else None), _fmt_x(w.speedup_eager),

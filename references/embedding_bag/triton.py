@@ -26,9 +26,9 @@ bandwidth; rows_read is nnz for uniform indices and the expected distinct rows f
 ==================  ===============================================  =========  ===============================
 workload            V x D dtype, B bags, nnz, rows_read              floor      measured fraction of the floor
 ==================  ===============================================  =========  ===============================
-dlrm_fp32_d128      20M x 128 fp32, 65536, 4194304, 4194304          524.3 us   pending an H200 run
-small_dim_bf16_d32  10M x 32 bf16, 262144, 8388608, 8388608          158.9 us   pending an H200 run
-skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050            99.3 us    pending an H200 run
+dlrm_fp32_d128      20M x 128 fp32, 65536, 4194304, 4194304          525.2 us   pending an H200 run
+small_dim_bf16_d32  10M x 32 bf16, 262144, 8388608, 8388608          158.4 us   pending an H200 run
+skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050            99.4 us    pending an H200 run
 ==================  ===============================================  =========  ===============================
 """
 

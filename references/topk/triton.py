@@ -12,7 +12,7 @@ Three paths, picked from the row length and the row count:
 - ``router`` (V <= 1024, e.g. 32768 x 256, k = 8): a program takes a [ROWS, next_pow2(V)] tile of whole rows
   (~4096 elements) and selects with ``tl.topk(words, next_pow2(k), dim=1)``, which returns the words already
   sorted; no radix machinery.
-- ``rows`` (long rows, B >= #SMs): MSB-first radix selection, one program per row (a persistent grid, capped so
+- ``rows`` (long rows, B >= SM count): MSB-first radix selection, one program per row (a persistent grid, capped so
   that the rows in flight, x row bytes, stay within ~48 MB of L2). Pass 1 reads the row (evict_last) and builds
   the histogram of the top 6 key bits (sign + top exponent bits) with ``tl.histogram``; a cumsum over it finds the
   bucket holding the k-th largest key. Pass 2 re-reads the row from L2 (evict_first): keys in higher buckets go
@@ -23,13 +23,17 @@ Three paths, picked from the row length and the row count:
   the equality mask), so exactly k words are selected even with massive bf16 ties. They are sorted with
   ``tl.sort`` (k <= 2048 words) and unpacked; values are gathered from x. If the threshold bucket holds more than
   CAP keys (adversarial inputs), the candidate passes read the row itself instead of the buffer.
-- ``split`` (long rows, B < #SMs): each row is cut into S chunks handled by different programs. Kernel 1 adds
+- ``split`` (long rows, B < SM count): each row is cut into S chunks handled by different programs. Kernel 1 adds
   each chunk's 64-bin histogram to the row's global histogram with one atomic per bin; kernel 2 compacts each
   chunk (above-bucket keys into the row's selection buffer at slots claimed with one atomic per tile, bucket keys
   into the chunk's own candidate segment, in index order); kernel 3 resolves the threshold over the S segments
   and sorts, as in ``rows``.
 
-Tiles hold 16 keys per thread (four 16-byte fp32 loads): 4096 keys at 8 warps on ``rows``, 8192 at 16 warps on
+Digit sizes: tl.histogram lowers to per-warp ballots whose per-key cost grows with bins/32, so the full-row pass
+uses 64 bins (6 bits) rather than the 2048 of a shared-memory CUDA histogram; on N(0,1) rows the threshold bucket
+for the catalog's k is then [2, 512), about 2.3% of the row, and the 256-bin passes run on those candidates only.
+Tiles hold 16 keys per thread (four 16-byte fp32 loads): 4096 keys at 8 warps on ``rows`` (205 registers, no
+spills when compiled for sm_90a; 8192 keys at 16 warps hit the 128-register cap and spilled), 8192 at 16 warps on
 ``split``.
 
 Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at 4.25 TB/s measured copy bandwidth):
@@ -38,8 +42,8 @@ Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at 4.25 TB/s measured c
 workload                B x V, k, dtype               floor      measured fraction of the floor
 ======================  ============================  =========  ==================================
 sampling_k50            256 x 128256, 50, fp32        30.9 us    pending an H200 run
-sparse_attention_k2048  1024 x 131072, 2048, fp32     130.2 us   pending an H200 run
-moe_router_k8           32768 x 256, 8, fp32          11.6 us    pending an H200 run
+sparse_attention_k2048  1024 x 131072, 2048, fp32     132.2 us   pending an H200 run
+moe_router_k8           32768 x 256, 8, fp32          8.6 us     pending an H200 run
 bf16_ties_k256          128 x 256000, 256, bf16       15.5 us    pending an H200 run
 ======================  ============================  =========  ==================================
 """

@@ -64,8 +64,9 @@ def check(inputs, outputs, expected, scalars) -> list[str]:
     wrong = picked.double() != want_values.double()
     if bool(wrong.any()):
         b, j = (int(i) for i in torch.nonzero(wrong)[0])
-        problems.append(f"{int(wrong.sum())} indices point at a value other than the k largest; first at [{b}, {j}]: "
-                        f"x[{b}, {int(indices[b, j])}] = {float(picked[b, j])!r}, expected {float(want_values[b, j])!r}")
+        problems.append(f"{int(wrong.sum())} indices point at a value other than the k largest; first at "
+                        f"[{b}, {j}]: x[{b}, {int(indices[b, j])}] = {float(picked[b, j])!r}, "
+                        f"expected {float(want_values[b, j])!r}")
     return problems
 
 

@@ -1,0 +1,114 @@
+"""paged_attention_decode: exact semantics (float64), the PyTorch baseline, and the seeded input maker.
+
+Token t of sequence b (length c_b = context_lens[b]) lives at k_cache/v_cache[block_tables[b, t // P], t % P];
+o[b, h] = softmax(q[b, h] . K_b^T * D^-0.5) V_b over its c_b tokens, query head h reading KV head h // (Hq/Hkv).
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+
+# "normal" is the catalog's: q, the whole page pool ~ N(0,1). Scores ~ N(0,1), so o averages ~c_b tokens and
+#   |o| ~ 1/sqrt(c_b) (~0.016 at 4096): every element still exceeds the 1e-3 absolute tolerance by far, but a wrong
+#   page or a few tokens past c_b move o by less than that in long sequences.
+# "sharp" scales q by 4: scores ~ N(0, 16), a handful of tokens dominate each head (|o| ~ 0.5), and they sit on random
+#   pages, so reading one wrong page, ignoring the page table, a token past c_b (the table holds random valid page
+#   ids there) or a dropped chunk is an O(1) error.
+# "offset" adds 3 to q and to the whole pool: every score is ~9*sqrt(D) (~100 at D = 128), so exp without subtracting
+#   the running max overflows fp32, while the per-token spread keeps the softmax as concentrated as "sharp".
+DISTRIBUTIONS = ("normal", "sharp", "offset")
+
+_TERM = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)\s*$")
+
+
+def context_lengths(ctx, batch: int) -> list[int]:
+    """The ctx parameter as ``batch`` lengths: a number (every sequence that long) or "c1 x L1 + c2 x L2 + ...",
+    in the written order (the same reading as d2kgrade.formulas.lengths). When the list has another size than the
+    batch (hidden workloads redraw B), it is resampled proportionally: length i of the batch is entry
+    floor(i * n / batch) of the list, which keeps the mix of short and long sequences."""
+    if isinstance(ctx, bool):
+        raise ValueError(f"ctx must be a length or a length list, got {ctx!r}")
+    if isinstance(ctx, (int, float)):
+        lengths = [int(ctx)]
+    else:
+        lengths = []
+        for term in str(ctx).split("+"):
+            m = _TERM.match(term)
+            if not m:
+                raise ValueError(f"ctx {ctx!r}: term {term.strip()!r} is not 'COUNT x LENGTH' or 'LENGTH'")
+            lengths += [int(m.group(2))] * int(m.group(1) or 1)
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"ctx {ctx!r} must give lengths >= 1")
+    if len(lengths) != batch:
+        lengths = [lengths[i * len(lengths) // batch] for i in range(batch)]
+    return lengths
+
+
+def make_inputs(params, shapes, dtypes, *, generator, device, dist):
+    B, Hq, D = shapes["q"]
+    num_pages, P = shapes["k_cache"][:2]
+    max_pages = shapes["block_tables"][1]
+    lengths = torch.tensor(context_lengths(params["ctx"], B), dtype=torch.int64, device=device)
+    # The lengths go to batch indices in random order (skewed_lengths: the long sequences anywhere).
+    lengths = lengths[torch.randperm(B, generator=generator, device=device)]
+    pages_per_seq = (lengths + P - 1) // P
+    used = int(pages_per_seq.sum())
+    if used > num_pages or int(pages_per_seq.max()) > max_pages:
+        raise ValueError(f"{used} pages needed (longest sequence {int(pages_per_seq.max())}), the pool has "
+                         f"{num_pages} and block_tables {max_pages} columns")
+    # Pages drawn without replacement from the whole pool, in random order: ids reach num_pages - 1.
+    page_ids = torch.randperm(num_pages, generator=generator, device=device)[:used]
+    block_tables = torch.randint(0, num_pages, (B, max_pages), generator=generator, device=device)
+    in_use = torch.arange(max_pages, device=device)[None, :] < pages_per_seq[:, None]
+    block_tables[in_use] = page_ids                                    # row-major: sequence by sequence
+    q = torch.randn(B, Hq, D, generator=generator, device=device, dtype=torch.float32)
+    # The pool (17 GB on the catalog workloads) is drawn in place in its own dtype: no fp32 temporary.
+    k_cache = torch.empty(shapes["k_cache"], dtype=dtypes["k_cache"], device=device).normal_(generator=generator)
+    v_cache = torch.empty(shapes["v_cache"], dtype=dtypes["v_cache"], device=device).normal_(generator=generator)
+    if dist == "sharp":
+        q = q * 4.0
+    elif dist == "offset":
+        q = q + 3.0
+        k_cache.add_(3.0)
+    elif dist != "normal":
+        raise ValueError(f"unknown distribution {dist!r}")
+    return (q.to(dtypes["q"]), k_cache, v_cache, block_tables.to(torch.int32), lengths.to(torch.int32))
+
+
+def reference(q, k_cache, v_cache, block_tables, context_lens):
+    """float64 attention of each sequence's G query heads per KV head over its gathered tokens."""
+    B, Hq, D = q.shape
+    P, Hkv = k_cache.shape[1], k_cache.shape[2]
+    G = Hq // Hkv
+    o = torch.empty_like(q)
+    for b, c in enumerate(context_lens.tolist()):
+        pages = block_tables[b, :(c + P - 1) // P].long()
+        k = k_cache[pages].reshape(-1, Hkv, D)[:c].double()            # [c, Hkv, D]
+        v = v_cache[pages].reshape(-1, Hkv, D)[:c].double()
+        qq = q[b].double().view(Hkv, G, D)
+        s = torch.einsum("hgd,thd->hgt", qq, k) * D ** -0.5
+        o[b] = torch.einsum("hgt,thd->hgd", torch.softmax(s, dim=-1), v).reshape(Hq, D).to(q.dtype)
+    return o
+
+
+def baseline(q, k_cache, v_cache, block_tables, context_lens):
+    """Gather each group of equal-length sequences' pages into contiguous K/V (index_select on the pool) and run
+    F.scaled_dot_product_attention on it with enable_gqa=True (FlashAttention when the group needs no mask):
+    one SDPA call for a uniform batch, two for skewed_lengths. PyTorch has no paged-attention kernel, so the
+    gather (which doubles the KV traffic) is part of the fastest thing it offers."""
+    B, Hq, D = q.shape
+    P, Hkv = k_cache.shape[1], k_cache.shape[2]
+    o = torch.empty_like(q)
+    groups: dict[int, list[int]] = {}
+    for b, c in enumerate(context_lens.tolist()):
+        groups.setdefault(c, []).append(b)
+    for c, members in groups.items():
+        idx = torch.tensor(members, device=q.device)
+        pages = block_tables[idx, :(c + P - 1) // P].long()              # [g, n]
+        k = k_cache[pages].flatten(1, 2)[:, :c].transpose(1, 2)        # [g, Hkv, c, D]
+        v = v_cache[pages].flatten(1, 2)[:, :c].transpose(1, 2)
+        o[idx] = F.scaled_dot_product_attention(q[idx].unsqueeze(2), k, v, enable_gqa=True).squeeze(2)
+    return o
