@@ -34,6 +34,9 @@ PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d
 """Imported once by the zygote (torch._dynamo alone is ~3 s). If any of them loaded the CUDA driver, the zygote
 refuses to serve and jobs are spawned instead (see :func:`zygote_main`)."""
 
+PROBE_REPS = 3
+"""Calls timed first, without warm-up, to pace the timed batch (they absorb first-call costs)."""
+
 
 # --------------------------------------------------------------------------------------------- entry points
 
@@ -436,33 +439,13 @@ class Job:
         free, _total = torch.cuda.mem_get_info(self.device)
         return max(1, min(4, int(0.4 * free // max(per_set, 1))))
 
-    def _checker(self, spec: Any, rotation: Any, problems: list[str]) -> Any:
-        from runner.timing import count_bad
-        from runner.trials import bad_output, output_tuple, poison
+    def _recheck(self, spec: Any, rotation: Any) -> Any:
+        """A :class:`runner.timing.Recheck` of this workload's outputs against the rotation's references."""
+        from runner.timing import Recheck
 
         dtypes = self.task.tensor_dtypes(spec.workload)
         tols = [self.task.tolerance_for(dtypes[t.name]) for t in self.task.outputs]
-
-        def after(content: int, out: Any) -> None:
-            outs = output_tuple(out)
-            refs = rotation.refs[content]
-            if len(outs) != len(refs):
-                problems.append(f"returned {len(outs)} outputs, expected {len(refs)}")
-            for o, r, (atol, rtol) in zip(outs, refs, tols, strict=False):
-                why = bad_output(o, self.device)
-                if why:
-                    problems.append(why)
-                    continue
-                if o.dtype != r.dtype:
-                    problems.append(f"dtype {o.dtype}, expected {r.dtype}")
-                    continue
-                n = count_bad(o, r, atol, rtol)
-                if n:
-                    problems.append(f"{n} of {r.numel()} elements out of tolerance")
-            for o in outs:
-                poison(o)
-
-        return after
+        return Recheck(rotation.refs, tols, self.device)
 
     def _recheck_rotation(self, wl: Any, spec: Any) -> None:
         """Untimed runs (CPU, or --no-timing): a few calls on rotated buffers, every output checked (what the timing
@@ -470,8 +453,7 @@ class Job:
         from runner.trials import sponge
 
         rot = self._rotation(wl, spec, "rotation", 2, with_refs=True)
-        problems: list[str] = []
-        after = self._checker(spec, rot, problems)
+        check = self._recheck(spec, rot)
         reps = int(self.cfg.get("cpu_rotation_reps", 4))
         for r in range(reps):
             args, content = rot.prepare(r)
@@ -480,17 +462,20 @@ class Job:
             if out is None:
                 return
             self._outputs_ok(out, wl.name)
-            after(content, out)
+            check(content, out)
             del out
-        self.chan.send("rotation", workload=wl.name, calls=reps, problems=problems[:5], n_problems=len(problems))
+        check.settle()
+        self.chan.send("rotation", workload=wl.name, calls=reps, problems=check.problems[:5],
+                       n_problems=len(check.problems))
 
     # ------------------------------------------------------------------------------------- timing (CUDA)
 
     def _baselines(self, wl: Any, spec: Any) -> None:
-        from runner.timing import choose_reps, timed_reps
+        from runner.timing import timed_reps
 
         torch = self.torch
         t = self.cfg["timing"]
+        warm = float(t.get("warmup_ms", 100.0))
         msg: dict[str, Any] = {"workload": wl.name}
         try:
             rot = self._rotation(wl, spec, "baseline", self._n_sets(spec), with_refs=False)
@@ -498,10 +483,8 @@ class Job:
             def eager(args: tuple[Any, ...]) -> Any:
                 return self.ref.baseline(*args, **spec.scalars)
 
-            t0 = time.perf_counter()
-            timed_reps(eager, rot, 3, self.flush)
-            reps = choose_reps((time.perf_counter() - t0) / 3, t["target_s"], t["min_reps"], t["max_reps"])
-            msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=3)
+            reps = self._probe(eager, rot, None)
+            msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=PROBE_REPS, warmup_ms=warm)
             if t.get("compile", True):
                 torch._dynamo.reset()
                 compiled_fn = torch.compile(self.ref.baseline, dynamic=False)
@@ -513,14 +496,25 @@ class Job:
                 compiled(rot.buffers[0])
                 torch.cuda.synchronize()
                 msg["compile_warmup_s"] = time.perf_counter() - t0
-                msg["compiled"] = timed_reps(compiled, rot, reps, self.flush, start_rep=3)
+                msg["compiled"] = timed_reps(compiled, rot, reps, self.flush, start_rep=PROBE_REPS, warmup_ms=warm)
             del rot
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
             msg["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         self.chan.send("baseline", **msg)
 
+    def _probe(self, call: Any, rot: Any, check: Any) -> int:
+        """Time a few calls (no warm-up: they absorb first-call costs) and return the repetitions that fill
+        ``target_s`` at that pace."""
+        from runner.timing import choose_reps, timed_reps
+
+        t = self.cfg["timing"]
+        t0 = time.perf_counter()
+        timed_reps(call, rot, PROBE_REPS, self.flush, check, warmup_ms=0)
+        per_rep = (time.perf_counter() - t0) / PROBE_REPS
+        return choose_reps(per_rep, t["target_s"], t["min_reps"], t["max_reps"])
+
     def _time_submission(self, wl: Any, spec: Any) -> None:
-        from runner.timing import choose_reps, timed_reps, wall_batch
+        from runner.timing import timed_reps, wall_batch
         from runner.trials import sponge
 
         t = self.cfg["timing"]
@@ -530,8 +524,7 @@ class Job:
             self.chan.send("timing", workload=wl.name, skipped="not enough GPU memory for the rotated input sets")
             return
         sponge(self.device)
-        problems: list[str] = []
-        after = self._checker(spec, rot, problems)
+        check = self._recheck(spec, rot)
 
         def call(args: tuple[Any, ...]) -> Any:
             return self.kernel(*args, **spec.scalars)
@@ -539,12 +532,11 @@ class Job:
         from runner.trials import classify_exception, context_alive, format_exception
 
         try:
-            t0 = time.perf_counter()
-            timed_reps(call, rot, 3, self.flush, after)
-            reps = choose_reps((time.perf_counter() - t0) / 3, t["target_s"], t["min_reps"], t["max_reps"])
-            samples = timed_reps(call, rot, reps, self.flush, after, start_rep=3)
+            reps = self._probe(call, rot, check)
+            samples = timed_reps(call, rot, reps, self.flush, check, start_rep=PROBE_REPS,
+                                 warmup_ms=float(t.get("warmup_ms", 100.0)))
             self._check_guard("timing", wl.name)
-            batch = wall_batch(call, rot, max(1, min(8, reps // rot.size)), after, start_rep=3 + reps)
+            batch = wall_batch(call, rot, max(1, min(8, reps // rot.size)), check, start_rep=PROBE_REPS + reps)
             self._check_guard("the wall-clock cross-check", wl.name)
         except Stop:
             raise
@@ -559,7 +551,7 @@ class Job:
                 raise Stop from None
             return
         self.chan.send("timing", workload=wl.name, samples=samples, batch=batch, sets=rot.size,
-                       checked=3 + reps + batch["calls"], problems=problems[:5], n_problems=len(problems))
+                       checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems))
 
     # ------------------------------------------------------------------------------------- profile
 

@@ -30,10 +30,11 @@ reads every K/V byte once:
   extra FMUL per score is ~1k per 16 KB tile.
 
 Numerics (CPU, against the float64 oracle; tests/suite/test_flash_decoding.py): the worst element uses 0.04-0.07 of
-the tolerance [1e-3, 2e-2] on the fp16 smoke shape (GQA, MMA path) and 0.28-0.37 in bf16 on the MHA (FMA) path,
-which includes the interpreter's truncating bf16 output cast. The interpreter cannot run bf16 tl.dot, so the bf16
-MMA path (P rounded to bf16 for the PV product) was emulated in torch: <= 0.59 of the tolerance at the catalog
-lengths (L = 4096-65536) on all three distributions, but up to 1.03 at L ~ 300 on "sharp"/"offset" draws.
+the tolerance [1e-3, 2e-2] in fp16 at (B, Hq, Hkv, L, D) = (3, 8, 2, 333, 64) (GQA, MMA path), and 0.28-0.37 in
+bf16 at (2, 4, 4, 300, 64) (MHA, FMA path; this includes the interpreter's truncating bf16 output cast). The
+interpreter cannot run bf16 tl.dot, so the bf16 MMA path (P rounded to bf16 for the PV product) was emulated in
+torch: <= 0.59 of the tolerance at the catalog lengths (L = 4096-65536) on all three distributions, but up to 1.03
+at L ~ 300 on "sharp"/"offset" draws.
 
 Roofline floors on H200 (bytes = 2*B*Hkv*L*D*2 + 2*B*Hq*D*2 at 4.25 TB/s; flops are negligible):
 

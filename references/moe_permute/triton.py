@@ -8,7 +8,8 @@ stable expert-major permutation of the T*k (token, slot) pairs, in three launche
    expert with ``tl.histogram`` and stores that row of the [blocks, E] count matrix (no atomics, so hot experts
    cost nothing extra), and ranks each pair among the block's earlier pairs of its expert with an inclusive
    ``tl.cumsum`` down a one-hot [BLOCK_T*k, E] tile, in (token, slot) order. The rank goes to row_id_map, which
-   the scatter overwrites with the final row.
+   the scatter overwrites with the final row. The one-hot tile is capped at 8192 elements (64 per thread), so
+   BLOCK_T is 4 tokens for E = 256, k = 8 (2048 programs), 8 for E = 128, k = 8 and 128 for E = 8, k = 2.
 2. ``_moe_scan_kernel``, one program per group of EG experts: walks the count matrix down its columns and
    replaces each count with the number of pairs of that expert in earlier blocks (an exclusive scan), and writes
    the per-expert totals. Stable and deterministic: ranks never come from global atomics.

@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 
 # "normal" is the catalog's: q, the whole page pool ~ N(0,1). Scores ~ N(0,1), so o averages ~c_b tokens and
-#   |o| ~ 1/sqrt(c_b) (~0.016 at 4096): every element still exceeds the 1e-3 absolute tolerance by far, but a wrong
-#   page or a few tokens past c_b move o by less than that in long sequences.
+#   |o| ~ 1/sqrt(c_b) (~0.016 at 4096), an order above the 1e-3 absolute tolerance.
 # "sharp" scales q by 4: scores ~ N(0, 16), a handful of tokens dominate each head (|o| ~ 0.5), and they sit on random
-#   pages, so reading one wrong page, ignoring the page table, a token past c_b (the table holds random valid page
-#   ids there) or a dropped chunk is an O(1) error.
+#   pages, so reading a wrong page, tokens past c_b (the last page's spare slots, or the random valid page ids the
+#   table holds past ceil(c_b / P)) or merging chunks with wrong weights moves o by O(0.1-1).
 # "offset" adds 3 to q and to the whole pool: every score is ~9*sqrt(D) (~100 at D = 128), so exp without subtracting
 #   the running max overflows fp32, while the per-token spread keeps the softmax as concentrated as "sharp".
+# (tests/suite/test_paged_attention_decode.py: each of those mistakes fails the smoke check on all three.)
 DISTRIBUTIONS = ("normal", "sharp", "offset")
 
 _TERM = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)\s*$")
@@ -28,7 +28,7 @@ def context_lengths(ctx, batch: int) -> list[int]:
     """The ctx parameter as ``batch`` lengths: a number (every sequence that long) or "c1 x L1 + c2 x L2 + ...",
     in the written order (the same reading as d2kgrade.formulas.lengths). When the list has another size than the
     batch (hidden workloads redraw B), it is resampled proportionally: length i of the batch is entry
-    floor(i * n / batch) of the list, which keeps the mix of short and long sequences."""
+    floor((i + 1/2) * n / batch) of the list, which keeps the mix of short and long sequences."""
     if isinstance(ctx, bool):
         raise ValueError(f"ctx must be a length or a length list, got {ctx!r}")
     if isinstance(ctx, (int, float)):
@@ -43,7 +43,7 @@ def context_lengths(ctx, batch: int) -> list[int]:
     if not lengths or min(lengths) < 1:
         raise ValueError(f"ctx {ctx!r} must give lengths >= 1")
     if len(lengths) != batch:
-        lengths = [lengths[i * len(lengths) // batch] for i in range(batch)]
+        lengths = [lengths[(2 * i + 1) * len(lengths) // (2 * batch)] for i in range(batch)]
     return lengths
 
 

@@ -37,7 +37,7 @@ def failures(s: WorkloadSpec, got, inputs) -> list[str]:
 # (B, Hq, Hkv, L, D, dtype, launcher overrides). Interpreter: BLOCK_N = 32, 4 "SMs", min chunk 32. Every split
 # case ends in a partial tile; G = 3 pads to a 16-row MMA; D = 48 pads to 64 columns.
 CASES = {
-    "gqa4_splits": (2, 8, 2, 200, 64, "fp16", {}),
+    "gqa4_splits": (2, 8, 2, 160, 64, "fp16", {}),
     "gqa3_direct": (2, 6, 2, 150, 64, "fp16", {"_splits": 1}),
     "gqa3_many_splits_d48": (1, 6, 2, 300, 48, "fp16", {"_splits": 5}),
     "mha_splits_bf16": (2, 3, 3, 150, 32, "bf16", {"_splits": 3}),
