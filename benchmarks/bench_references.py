@@ -84,7 +84,7 @@ def row(task: str, lang: str, w: Any, options: EvalOptions) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="*", help="task ids (default: every task with a reference kernel)")
-    ap.add_argument("--quick", action="store_true", help="fewer reps, no torch.compile baseline, 3 noise runs")
+    ap.add_argument("--quick", action="store_true", help="fewer reps, no torch.compile baseline")
     ap.add_argument("--out", type=Path, help="output JSON (default benchmarks/references_<gpu>.json)")
     ap.add_argument("--noise-task", default="softmax", help="task whose reference the noise study repeats")
     ap.add_argument("--noise-runs", type=int, default=None, help="repeated evaluations for the noise study (5)")
@@ -102,7 +102,7 @@ def main() -> int:
     quick = args.quick
     base = EvalOptions(target_s=0.15 if quick else 0.3, min_reps=20, max_reps=150 if quick else 400,
                        compile_baseline=not quick)
-    noise_runs = args.noise_runs or (3 if quick else 5)
+    noise_runs = args.noise_runs or 5
     t_start = time.monotonic()
     rows: list[dict[str, Any]] = []
     evals: list[dict[str, Any]] = []

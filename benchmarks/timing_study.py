@@ -305,7 +305,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     l2: dict[str, Any] = {}
     for k in range(args.procs):
-        if time.monotonic() > deadline - 90:
+        if time.monotonic() > deadline - 60:
             report.setdefault("skipped", []).append(f"part A: stopped after {k} processes (time budget)")
             break
         tmp = args.out.parent / f".child{k}.json"
