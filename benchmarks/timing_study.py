@@ -255,7 +255,8 @@ def part_b(n: int, warmup_ms: float, report: dict[str, Any], key: str, deadline:
             break
         t0 = time.monotonic()
         r = run_evaluation(TASK, ROOT / "references" / TASK / "triton.py", suite_root=ROOT,
-                           device="cpu" if dry else "cuda", workloads="all", hidden=False, timing=True, timeout_s=300, options=opts)
+                           device="cpu" if dry else "cuda", workloads="all", hidden=False, timing=True,
+                           timeout_s=300, options=opts)
         evals.append({"status": r.status, "message": r.message[:300], "wall_s": time.monotonic() - t0,
                       "workloads": {w.name: {"median_ms": w.time.median_ms if w.time else None,
                                              "iqr_ms": w.time.iqr_ms if w.time else None,

@@ -35,7 +35,8 @@ PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d
 refuses to serve and jobs are spawned instead (see :func:`zygote_main`)."""
 
 PROBE_REPS = 3
-"""Calls timed first, without warm-up, to pace the timed batch (they absorb first-call costs)."""
+"""Calls timed, without warm-up, to pace the timed batch: after one call per input set (each output compared with
+the reference in full, the costly check), these show the cost of a steady-state call."""
 
 
 # --------------------------------------------------------------------------------------------- entry points
@@ -427,25 +428,26 @@ class Job:
         return Rotation.make(contents, refs)
 
     def _n_sets(self, spec: Any) -> int:
-        """Input sets to rotate: 2-4 as memory allows (each set costs its inputs twice and its outputs twice);
+        """Input sets to rotate: 2-4 as memory allows (each set costs its inputs twice and its outputs three times:
+        the reference, the kernel's own, the recheck's copy of the first one);
         1 only when two do not fit in 40% of free memory (then timing cannot vary the content at a pointer, and
         pointer-keyed caches are left to the correctness trials, which allocate fresh inputs each time)."""
         torch = self.torch
         elt = {name: torch.empty((), dtype=dt).element_size() for name, dt in spec.dtypes.items()}
         per_set = sum(2 * _numel(spec.shapes[t.name]) * elt[t.name] for t in self.task.inputs) + sum(
-            2 * _numel(spec.shapes[t.name]) * elt[t.name] for t in self.task.outputs)
+            3 * _numel(spec.shapes[t.name]) * elt[t.name] for t in self.task.outputs)
         if self.device.type != "cuda":
             return 2
         free, _total = torch.cuda.mem_get_info(self.device)
         return max(1, min(4, int(0.4 * free // max(per_set, 1))))
 
-    def _recheck(self, spec: Any, rotation: Any) -> Any:
+    def _recheck(self, spec: Any, rotation: Any, full: bool = False) -> Any:
         """A :class:`runner.timing.Recheck` of this workload's outputs against the rotation's references."""
         from runner.timing import Recheck
 
         dtypes = self.task.tensor_dtypes(spec.workload)
         tols = [self.task.tolerance_for(dtypes[t.name]) for t in self.task.outputs]
-        return Recheck(rotation.refs, tols, self.device)
+        return Recheck(rotation.refs, tols, self.device, full=full)
 
     def _recheck_rotation(self, wl: Any, spec: Any) -> None:
         """Untimed runs (CPU, or --no-timing): a few calls on rotated buffers, every output checked (what the timing
@@ -453,7 +455,7 @@ class Job:
         from runner.trials import sponge
 
         rot = self._rotation(wl, spec, "rotation", 2, with_refs=True)
-        check = self._recheck(spec, rot)
+        check = self._recheck(spec, rot, full=True)
         reps = int(self.cfg.get("cpu_rotation_reps", 4))
         for r in range(reps):
             args, content = rot.prepare(r)
@@ -484,7 +486,8 @@ class Job:
                 return self.ref.baseline(*args, **spec.scalars)
 
             reps = self._probe(eager, rot, None)
-            msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=PROBE_REPS, warmup_ms=warm)
+            first = rot.size + PROBE_REPS
+            msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=first, warmup_ms=warm)
             if t.get("compile", True):
                 torch._dynamo.reset()
                 compiled_fn = torch.compile(self.ref.baseline, dynamic=False)
@@ -496,20 +499,21 @@ class Job:
                 compiled(rot.buffers[0])
                 torch.cuda.synchronize()
                 msg["compile_warmup_s"] = time.perf_counter() - t0
-                msg["compiled"] = timed_reps(compiled, rot, reps, self.flush, start_rep=PROBE_REPS, warmup_ms=warm)
+                msg["compiled"] = timed_reps(compiled, rot, reps, self.flush, start_rep=first, warmup_ms=warm)
             del rot
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
             msg["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         self.chan.send("baseline", **msg)
 
     def _probe(self, call: Any, rot: Any, check: Any) -> int:
-        """Time a few calls (no warm-up: they absorb first-call costs) and return the repetitions that fill
-        ``target_s`` at that pace."""
+        """One call per input set (first-call costs, the full checks), then :data:`PROBE_REPS` calls whose pace
+        gives the repetitions that fill ``target_s``. Uses rotation slots ``0 .. rot.size + PROBE_REPS``."""
         from runner.timing import choose_reps, timed_reps
 
         t = self.cfg["timing"]
+        timed_reps(call, rot, rot.size, self.flush, check, warmup_ms=0)
         t0 = time.perf_counter()
-        timed_reps(call, rot, PROBE_REPS, self.flush, check, warmup_ms=0)
+        timed_reps(call, rot, PROBE_REPS, self.flush, check, start_rep=rot.size, warmup_ms=0)
         per_rep = (time.perf_counter() - t0) / PROBE_REPS
         return choose_reps(per_rep, t["target_s"], t["min_reps"], t["max_reps"])
 
@@ -533,10 +537,11 @@ class Job:
 
         try:
             reps = self._probe(call, rot, check)
-            samples = timed_reps(call, rot, reps, self.flush, check, start_rep=PROBE_REPS,
+            first = rot.size + PROBE_REPS
+            samples = timed_reps(call, rot, reps, self.flush, check, start_rep=first,
                                  warmup_ms=float(t.get("warmup_ms", 100.0)))
             self._check_guard("timing", wl.name)
-            batch = wall_batch(call, rot, max(1, min(8, reps // rot.size)), check, start_rep=PROBE_REPS + reps)
+            batch = wall_batch(call, rot, max(1, min(8, reps // rot.size)), check, start_rep=first + 2 * reps)
             self._check_guard("the wall-clock cross-check", wl.name)
         except Stop:
             raise
@@ -551,7 +556,8 @@ class Job:
                 raise Stop from None
             return
         self.chan.send("timing", workload=wl.name, samples=samples, batch=batch, sets=rot.size,
-                       checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems))
+                       checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems),
+                       bitwise_repeatable=not check.full)
 
     # ------------------------------------------------------------------------------------- profile
 

@@ -7,9 +7,12 @@ by content hash, so grading one file against several rubrics (or by several rate
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from d2kgrade.static.facts import Facts
@@ -42,7 +45,31 @@ def _decode(data: bytes, facts: Facts) -> str | None:
     return text
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while one file is analysed.
+
+    Parsing and lowering a 200-line kernel allocate ~40k container objects (AST nodes, then IR records); each
+    700 allocations start a young-generation collection that finds nothing to free (the AST has no parent
+    links and the IR is kept). Counted with callgrind on the 150-250-line references, the collector took 11%
+    of extraction's instructions. Reference counting still frees everything that is not in a cycle, and the
+    collector is resumed (if it was running) as soon as the file is done, so the few cycles (a file's Flow and
+    its Facts) are collected at the next ordinary collection."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _build(path: str, data: bytes, suffix: str) -> Facts:
+    with gc_paused():
+        return _build_facts(path, data, suffix)
+
+
+def _build_facts(path: str, data: bytes, suffix: str) -> Facts:
     facts = Facts(path=path, text="", suffix="cu" if suffix in CUDA_SUFFIXES else "py")
     text = _decode(data, facts)
     if text is None:

@@ -17,7 +17,7 @@ from d2kgrade.errors import SpecError, UserError
 from d2kgrade.errors import Problem
 from d2kgrade.grades import Evidence, FileGrade, PropertyGrade, file_grade
 from d2kgrade.schema import CheckRef, Property, Rubric, Task
-from d2kgrade.static.extract import extract_facts
+from d2kgrade.static.extract import extract_facts, gc_paused
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.registry import CheckResult, check_args_problem, load_all
 
@@ -131,7 +131,8 @@ def grade_facts(rubric: Rubric, facts: Facts, *, task: Task | None = None, gatin
                 item: str = "") -> FileGrade:
     """Grade already-extracted facts against ``rubric``."""
     check_rubric_static(rubric)
-    grades = [grade_property(p, facts) for p in rubric.properties if not p.deprecated]
+    with gc_paused():  # checks allocate many short-lived containers too (see gc_paused)
+        grades = [grade_property(p, facts) for p in rubric.properties if not p.deprecated]
     return file_grade(rubric, facts.path, "static", grades, task=task, gating=gating,
                       error="; ".join(facts.errors), item=item)
 

@@ -27,6 +27,9 @@ HEURISTICS = {"triton.heuristics", "heuristics", "triton.runtime.autotuner.heuri
 LOAD_INLINE = {"cpp_extension.load_inline", "load_inline", "torch.utils.cpp_extension.load_inline"}
 FOREIGN_DSLS = ("cutlass", "tilelang", "numba", "cupy", "pycuda", "warp", "helion", "thunderkittens", "mojo")
 MODULE_KEY = "<module>"
+_BLOCKS = {t for t in vars(ast).values() if isinstance(t, type) and issubclass(t, (ast.stmt, ast.excepthandler))
+           and any(f in getattr(t, "_fields", ()) for f in ("body", "orelse", "finalbody", "handlers"))}
+"""Statement types with nested statement lists (def, class, if, for, while, with, try, except...)."""
 
 
 def _is_main_guard(st: ast.stmt) -> bool:
@@ -105,6 +108,8 @@ class PyExtractor:
         while stack:  # statements only: imports never hide inside expressions
             st = stack.pop()
             nodes.append(st)
+            if type(st) not in _BLOCKS:  # simple statements hold no statements (no getattr on them: 2x faster)
+                continue
             for field in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(st, field, None)
                 if isinstance(sub, list):

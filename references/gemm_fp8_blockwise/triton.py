@@ -333,11 +333,15 @@ def gemm_fp8_blockwise(A: torch.Tensor, B: torch.Tensor, a_s: torch.Tensor, b_s:
         def grid(meta):
             return (triton.cdiv(M, BM) * triton.cdiv(N, meta["BN"]), split)
 
-        args = (A, B, C, ws, a_s, b_s, M, N, K, kps, A.stride(0), B.stride(0), C.stride(0), *scale_strides)
         if config is None:
-            _splitk_tuned[grid](*args, BM=BM, SPLIT_K=split, USE_TMA=use_tma)
+            splitk = _splitk_tuned
+            fixed = {}
         else:
-            _fp8_gemm_splitk_kernel[grid(config)](*args, **config, BM=BM, SPLIT_K=split, USE_TMA=use_tma)
+            splitk = _fp8_gemm_splitk_kernel
+            fixed = config
+        # K-slice partials into ws (or, with one slice, the bf16 tile into C), then the reduce kernel reads ws.
+        splitk[grid](A, B, C, ws, a_s, b_s, M, N, K, kps, A.stride(0), B.stride(0), C.stride(0), a_s.stride(0),
+                     a_s.stride(1), b_s.stride(0), b_s.stride(1), **fixed, BM=BM, SPLIT_K=split, USE_TMA=use_tma)
         if split > 1:
             block = 1024
             _splitk_reduce_kernel[(triton.cdiv(M * N, block),)](ws, C, M * N, SPLIT_K=split, BLOCK=block,

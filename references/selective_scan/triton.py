@@ -103,7 +103,7 @@ def _selective_scan_kernel(
         dt = tl.where(v > 20.0, v, tl.log2(1.0 + tl.exp2(v * LOG2E)) * LN2)
         dt = tl.where(mask, dt, 0.0)
         dtu = dt * u
-        y = d_skip[:, None] * u
+        y = tl.zeros((BLOCK_D, BLOCK_L), dtype=tl.float32)                 # C . h, accumulated over the states
         h_next = tl.zeros((BLOCK_D, N), dtype=tl.float32)
         # States one at a time (as mamba's CUDA kernel does): [BLOCK_D, BLOCK_L] tiles, many steps per thread, so
         # the scan is mostly sequential inside each thread and the cross-thread part is amortized. Unrolled twice:
@@ -126,7 +126,7 @@ def _selective_scan_kernel(
             last = tl.sum(tl.where(offs_t[None, :] == BLOCK_L - 1, hs, 0.0), axis=1)
             h_next = tl.where(sel, last[:, None], h_next)
         h = h_next
-        out = y * zz / (1.0 + tl.exp2(-zz * LOG2E))                          # * silu(z)
+        out = (y + d_skip[:, None] * u) * zz / (1.0 + tl.exp2(-zz * LOG2E))  # (C . h + D*u) * silu(z)
         tl.store(y_ptr + tile, out.to(y_ptr.dtype.element_ty), mask=mask)
 
 

@@ -1,5 +1,5 @@
 """The worker's building blocks on CPU: memory poisoning, input digests, output screening, the harness guard,
-input rotation and the fast output check."""
+input rotation, the output checks of timed calls and the batched timing loop (on the host clock)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from runner.integrity import Guard
-from runner.timing import Rotation, count_bad
+from runner.timing import Recheck, Rotation, bits_differ, count_bad, flush_buffer, timed_reps, wall_batch
 from runner.trials import bad_output, digest, output_tuple, perturb_, poison, same_bits
 
 
@@ -143,3 +143,74 @@ def test_count_bad_matches_the_tolerance_rule() -> None:
     assert count_bad(out, ref, 1e-6, 1e-5) == 2
     assert count_bad(torch.zeros(3), torch.zeros(4), 0, 0) == 4
     assert math.isclose(count_bad(torch.ones(10), torch.ones(10) * (1 + 1e-6), 0.0, 2e-6), 0)
+
+
+CPU = torch.device("cpu")
+
+
+def _rotation(sets: int = 3) -> Rotation:
+    g = torch.Generator().manual_seed(5)
+    contents = [(torch.randn(1823, generator=g),) for _ in range(sets)]
+    return Rotation.make(contents, [(c[0] * 2,) for c in contents])
+
+
+def _timed(kernel, reps: int = 9) -> tuple[list[float], Recheck, list[torch.Tensor]]:
+    rot = _rotation()
+    check = Recheck(rot.refs, [(1e-6, 1e-5)], CPU)
+    outs: list[torch.Tensor] = []
+
+    def call(args):
+        out = kernel(args[0])
+        outs.append(out)
+        return out
+
+    samples = timed_reps(call, rot, reps, flush_buffer(CPU), check)
+    return samples, check, outs
+
+
+def test_timed_outputs_checked_in_full_once_per_input_then_bit_for_bit() -> None:
+    samples, check, outs = _timed(lambda x: x * 2)
+    assert len(samples) == 9 and check.calls == 9 and check.problems == [] and not check.full
+    assert all(torch.isnan(o).all() for o in outs)  # every checked output is poisoned before it is released
+
+
+def test_a_kernel_that_changes_its_answers_is_retimed_with_full_checks_and_caught() -> None:
+    calls = [0]
+
+    def late_garbage(x):
+        calls[0] += 1
+        return x * 2 + (1.0 if calls[0] > 4 else 0.0)  # right on the first call for each input only
+
+    samples, check, _ = _timed(late_garbage)
+    assert check.full and len(samples) == 9 and check.calls == 18  # timed again, every output vs the reference
+    assert check.problems and all("out of tolerance" in p for p in check.problems)
+
+
+def test_a_nondeterministic_correct_kernel_passes_with_full_checks() -> None:
+    g = torch.Generator().manual_seed(1)
+    samples, check, _ = _timed(lambda x: x * 2 + 1e-9 * torch.randn(x.shape, generator=g))
+    assert check.full and check.problems == [] and check.calls == 18
+    rot = _rotation()
+    assert wall_batch(lambda a: a[0] * 2, rot, 2, check)["calls"] == 6 and check.problems == []
+
+
+def test_a_wrong_first_output_repeated_bit_for_bit_is_counted_every_time() -> None:
+    _, check, _ = _timed(lambda x: x * 3)
+    assert len(check.problems) == 9 and not check.full
+    rot = _rotation()
+    bad = Recheck(rot.refs, [(1e-6, 1e-5)], CPU)
+    bad(0, (rot.refs[0][0].clone(), rot.refs[0][0].clone()))
+    bad(1, rot.refs[1][0].double())
+    bad(2, rot.refs[2][0].clone()[:5])
+    bad.settle()
+    assert [p.split(" ")[0] for p in bad.problems] == ["returned", "dtype", "shape"], bad.problems
+
+
+def test_bits_differ_counts_nan_payloads_and_signed_zeros_at_any_alignment() -> None:
+    a = torch.zeros(9, dtype=torch.bfloat16)[1:]  # a storage offset of 2 bytes: no int64 view
+    b = a.clone()
+    assert int(bits_differ(a, b)) == 0
+    b[3] = -0.0
+    assert int(bits_differ(a, b)) == 1
+    n = torch.full((8,), float("nan"))
+    assert int(bits_differ(n, n.clone())) == 0

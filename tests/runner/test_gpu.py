@@ -39,11 +39,15 @@ def test_honest_kernel_timed_against_live_baselines() -> None:
 
 
 def test_timing_is_repeatable() -> None:
+    # Two fresh evaluations; the batched loop held five evaluations within 1.75% (22-24 reps, float64 recheck of
+    # every call) and 100-rep runs within 1% in benchmarks/runs/timing_study_h200.json. The old per-call loop
+    # missed 5% here (run 1).
     a = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
     b = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
     assert a.status == b.status == "passed", a.message + b.message
     ma, mb = a.workloads[0].time.median_ms, b.workloads[0].time.median_ms
-    assert abs(ma - mb) / min(ma, mb) < 0.05, (ma, mb)
+    assert a.workloads[0].time.reps >= 100, a.workloads[0].time
+    assert abs(ma - mb) / min(ma, mb) < 0.02, (ma, mb)
 
 
 def test_side_stream_work_is_caught() -> None:
@@ -75,6 +79,19 @@ def test_illegal_memory_access_is_a_status_and_the_next_run_is_clean() -> None:
     assert ok.status == "passed", ok.message
 
 
+class _Spin:
+    """Stands in for the flush buffer: keeps the GPU busy about as long as a flush (~100 us), so the launch of the
+    timed call stays hidden as it does behind a flush, but touches no memory: L2 keeps what it holds."""
+
+    def __init__(self, device) -> None:
+        self.device = device
+
+    def zero_(self) -> None:
+        import torch
+
+        torch.cuda._sleep(200_000)
+
+
 def test_l2_flush_makes_a_cache_resident_copy_slower() -> None:
     import torch
 
@@ -91,8 +108,8 @@ def test_l2_flush_makes_a_cache_resident_copy_slower() -> None:
         return out.copy_(args[0])
 
     flushed = sorted(timed_reps(copy, rot, 50, flush))[25]
-    no_flush = sorted(timed_reps(copy, rot, 50, torch.empty(0, dtype=torch.uint8, device=dev)))[25]
-    assert flushed > 1.1 * no_flush, (flushed, no_flush)
+    resident = sorted(timed_reps(copy, rot, 50, _Spin(dev)))[25]
+    assert flushed > 1.1 * resident, (flushed, resident)
 
 
 @pytest.mark.slow

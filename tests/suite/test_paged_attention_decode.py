@@ -43,7 +43,7 @@ def failures(s: WorkloadSpec, got, expected) -> list[str]:
 CASES = {
     "split_and_direct": ((5, 8, 2, 64, 16, 97, "3 x 45 + 2 x 201"), {"_chunk": 64}, "sharp"),
     "one_chunk_each_no_merge": ((4, 8, 2, 64, 16, 80, "3 x 30 + 1 x 170"), {"_chunk": 1024}, "normal"),
-    "gqa8_page8_tiles_of_one_page": ((3, 16, 2, 32, 8, 120, "2 x 17 + 1 x 150"), {"_chunk": 32, "_block_n": 8},
+    "gqa8_page8_two_pages_per_tile": ((3, 16, 2, 32, 8, 120, "2 x 17 + 1 x 150"), {"_chunk": 32, "_block_n": 16},
                                      "offset"),
     "mha_one_head_per_kv": ((3, 4, 4, 32, 16, 40, "2 x 77 + 1 x 9"), {"_chunk": 64}, "sharp"),
 }
