@@ -72,6 +72,9 @@ class EvalOptions:
     """``zygote`` or ``spawn`` (default: ``D2KGRADE_EVAL_MODE`` or zygote)."""
     ceilings: dict[str, Any] | None = None
     """Roofline ceilings to use instead of the cached or measured ones."""
+    huge_input_bytes: int = 1 << 30
+    """Inputs of at least this many bytes are passed as they are and fingerprinted after each call instead of
+    cloned and rotated (:mod:`runner.huge_inputs`; a 17 GB page pool cannot be cloned per call)."""
     host_timing: bool = False
     """Tests only: run the timing path on a CPU with the host clock, so its plumbing is exercised without a GPU.
     The figures mean nothing and are never published."""
@@ -259,7 +262,7 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         "reference_py": str((root / "tasks" / task.id / "reference.py").resolve()),
         "source": source, "source_sha": result.submission_sha256, "seed": run_seed, "device": dev,
         "workloads": entries, "trials": opts.trials, "hidden_trials": opts.hidden_trials,
-        "cpu_rotation_reps": opts.cpu_rotation_reps, "ceilings": ceilings,
+        "cpu_rotation_reps": opts.cpu_rotation_reps, "ceilings": ceilings, "huge_input_bytes": opts.huge_input_bytes,
         "trusted_cache_dir": str(roofline.cache_dir() / "trusted"),
         "timing": {"enabled": do_timing, "target_s": opts.target_s, "min_reps": opts.min_reps,
                    "max_reps": opts.max_reps, "compile": opts.compile_baseline, "host_backend": opts.host_timing,

@@ -29,8 +29,8 @@ from runner.sandbox import ChannelWriter, apply_limits, read_all
 
 PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d2kgrade.schema", "d2kgrade.records",
            "runner.compare", "runner.direct", "runner.inputs", "runner.loading", "runner.integrity", "runner.timing",
-           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "torch.profiler",
-           "torch._dynamo")
+           "runner.trials", "runner.profile_proof", "runner.roofline", "runner.stats", "runner.checks",
+           "runner.huge_inputs", "torch.profiler", "torch._dynamo")
 """Imported once by the zygote (torch._dynamo alone is ~3 s). If any of them loaded the CUDA driver, the zygote
 refuses to serve and jobs are spawned instead (see :func:`zygote_main`)."""
 
@@ -186,6 +186,9 @@ class Job:
         self.ref = load_module(Path(cfg["reference_py"]), prefix="d2k_ref")
         self.dists = distributions(self.ref)
         self.seed = int(cfg["seed"])
+        from runner.huge_inputs import HUGE_INPUT_BYTES
+
+        self.huge_bytes = int(cfg.get("huge_input_bytes") or HUGE_INPUT_BYTES)
         self.workloads = []
         for w in cfg["workloads"]:
             wl = Workload(name=w["name"], params=w["params"], dtype=w["dtype"])
@@ -239,6 +242,7 @@ class Job:
         self.source_file = str(path.resolve())
         self.launches = _LaunchCounter(self.source_file) if self.device.type == "cpu" else None
         _warm_up(self.device)
+        import runner.checks  # noqa: F401 - imported before the snapshot, so the guard watches it
         self.guard = Guard(harness_objects(self.ref, interpreter=self.device.type == "cpu"))
         self.chan.send("import_start")
         t0 = time.perf_counter()
@@ -322,31 +326,23 @@ class Job:
                 raise Stop
         return outs
 
-    def _compare(self, spec: Any, outs: tuple[Any, ...], expected: Any) -> list[dict[str, Any]]:
-        from runner.compare import Mismatch, check_dtype, compare_tensor
-        from runner.trials import output_tuple
+    def _compare(self, spec: Any, outs: tuple[Any, ...], expected: Any,
+                 inputs: tuple[Any, ...]) -> list[dict[str, Any]]:
+        """Judge the outputs (:func:`runner.checks.judge`); ``inputs`` are the pristine inputs, for a task's own
+        ``check``. Callers verify the guard first."""
+        from runner.checks import judge
 
-        exp = output_tuple(expected)
-        names = spec.output_names
-        if len(outs) != len(names):
-            return [Mismatch("(outputs)", False, f"returned {len(outs)} outputs, expected {len(names)} "
-                             f"({', '.join(names)})").to_dict()]
-        res = []
-        dtypes = self.task.tensor_dtypes(spec.workload)
-        for name, o, e in zip(names, outs, exp, strict=True):
-            bad = check_dtype(name, o, spec.dtypes[name])
-            if bad is None:
-                bad = compare_tensor(name, o, e, self.task.tolerance_for(dtypes[name]), expect_device=self.device)
-            res.append(bad.to_dict())
-        return res
+        return [m.to_dict() for m in judge(self.task, spec, self.ref, outs, expected, inputs, self.device)]
 
     # ------------------------------------------------------------------------------------- correctness
 
     def _correctness(self, wl: Any, spec: Any, hidden: bool) -> bool:
+        from runner.huge_inputs import huge_mask, pass_inputs
         from runner.inputs import make_inputs
         from runner.stats import derive_seed
         from runner.trials import perturb_
 
+        huge = huge_mask(self.task, spec, self.huge_bytes)
         n = max(int(self.cfg.get("trials", 3)), len(self.dists))
         if hidden:
             n = min(n, int(self.cfg.get("hidden_trials", 2)))
@@ -355,6 +351,7 @@ class Job:
         given: tuple[Any, ...] = ()
         for i in range(n):
             dist = self.dists[i % len(self.dists)]
+            originals = given = ()  # a huge input of the last trial is freed before the next one is made
             try:
                 originals = make_inputs(self.ref, spec, seed=derive_seed(self.seed, wl.name, i), device=self.device,
                                         dist=dist)
@@ -364,7 +361,7 @@ class Job:
                 # The drawn shape breaks a constraint of the task's input maker: the task's fault, not the kernel's.
                 self.chan.send("workload_skipped", workload=wl.name, reason=f"{type(exc).__name__}: {exc}"[:500])
                 return False
-            given = tuple(t.clone() for t in originals)
+            given = pass_inputs(originals, huge)  # huge inputs: the tensor itself, fingerprinted in _trial
             ok = self._trial(spec, wl.name, i, dist, originals, given)
             if ok is None:
                 return False
@@ -373,7 +370,7 @@ class Job:
             # The same buffers again with a few values changed: a pointer- or sample-keyed cache answers stale.
             gen = self.torch.Generator(device=self.device)
             gen.manual_seed(derive_seed(self.seed, wl.name, "repeat"))
-            fresh = tuple(t.clone() for t in originals)
+            fresh = pass_inputs(originals, huge)  # a huge input is perturbed in place (given is that tensor)
             perturb_(fresh, gen)
             for g, f in zip(given, fresh, strict=True):
                 g.copy_(f)
@@ -383,27 +380,35 @@ class Job:
 
     def _trial(self, spec: Any, wl: str, index: int, dist: str, originals: tuple[Any, ...],
                given: tuple[Any, ...]) -> bool | None:
+        from runner.huge_inputs import changed, fingerprints, shared
         from runner.trials import digest, poison, same_bits, sponge
 
         key = self.seed ^ index
-        before = digest(originals, key)
+        same = shared(given, originals)  # huge inputs: the kernel got the harness's own tensor
+        kept = tuple(o for o, s in zip(originals, same, strict=True) if not s)
+        passed = [g for g, s in zip(given, same, strict=True) if s]
+        before = digest(kept, key)
+        prints = fingerprints(passed, key)
         sponge(self.device)
         out = self._call(given, spec.scalars, wl, f"trial {index} ({dist})")
         if out is None:
             return None
-        if digest(originals, key) != before:
+        if digest(kept, key) != before:
             self._flag("harness_patched", f"trial {index} ({dist}): the evaluator's private copy of the inputs "
                        "changed during the call (frame walking)", wl)
             raise Stop
         outs = self._outputs_ok(out, wl)
-        mutated = [t.name for t, g, o in zip(self.task.inputs, given, originals, strict=True) if not same_bits(g, o)]
+        mutated = [t.name for t, g, o, s in zip(self.task.inputs, given, originals, same, strict=True)
+                   if not s and not same_bits(g, o)]
+        huge_names = [t.name for t, s in zip(self.task.inputs, same, strict=True) if s]
+        mutated += [huge_names[i] for i in changed(prints, fingerprints(passed, key))]
         if mutated:
             self._flag("input_mutated", f"trial {index} ({dist}): the kernel wrote to its input(s) "
                        f"{', '.join(mutated)}", wl)
             raise Stop
         expected = self.ref.reference(*originals, **spec.scalars)  # after the call: nothing freed holds it
         self._check_guard("the reference", wl)
-        res = self._compare(spec, outs, expected)
+        res = self._compare(spec, outs, expected, originals)
         from runner.trials import output_tuple
 
         for t in (*outs, *output_tuple(expected)):
@@ -416,25 +421,33 @@ class Job:
     # ------------------------------------------------------------------------------------- rotation
 
     def _rotation(self, wl: Any, spec: Any, salt: str, sets: int, with_refs: bool) -> Any:
+        from runner.huge_inputs import huge_mask, rotation_buffers, rotation_contents
         from runner.inputs import make_inputs
         from runner.stats import derive_seed
         from runner.timing import Rotation
         from runner.trials import output_tuple
 
-        contents = [make_inputs(self.ref, spec, seed=derive_seed(self.seed, wl.name, salt, j), device=self.device,
-                                dist=self.dists[j % len(self.dists)]) for j in range(sets)]
+        # Huge inputs do not rotate: every set shares set 0's, and the kernel gets them as they are.
+        huge = huge_mask(self.task, spec, self.huge_bytes)
+        contents = rotation_contents(lambda j: make_inputs(
+            self.ref, spec, seed=derive_seed(self.seed, wl.name, salt, j), device=self.device,
+            dist=self.dists[j % len(self.dists)]), sets, huge)
         refs = [tuple(r.clone() for r in output_tuple(self.ref.reference(*c, **spec.scalars))) for c in contents] \
             if with_refs else None
-        return Rotation.make(contents, refs)
+        return Rotation(contents, rotation_buffers(contents, huge), list(refs or []))
 
     def _n_sets(self, spec: Any) -> int:
         """Input sets to rotate: 2-4 as memory allows (each set costs its inputs twice and its outputs three times:
         the reference, the kernel's own, the recheck's copy of the first one);
         1 only when two do not fit in 40% of free memory (then timing cannot vary the content at a pointer, and
         pointer-keyed caches are left to the correctness trials, which allocate fresh inputs each time)."""
+        from runner.huge_inputs import huge_mask
+
         torch = self.torch
         elt = {name: torch.empty((), dtype=dt).element_size() for name, dt in spec.dtypes.items()}
-        per_set = sum(2 * _numel(spec.shapes[t.name]) * elt[t.name] for t in self.task.inputs) + sum(
+        huge = huge_mask(self.task, spec, self.huge_bytes)  # shared by every set, so not counted per set
+        per_set = sum(2 * _numel(spec.shapes[t.name]) * elt[t.name] for t, h in zip(self.task.inputs, huge,
+                                                                                    strict=True) if not h) + sum(
             3 * _numel(spec.shapes[t.name]) * elt[t.name] for t in self.task.outputs)
         if self.device.type != "cuda":
             return 2
@@ -442,12 +455,27 @@ class Job:
         return max(1, min(4, int(0.4 * free // max(per_set, 1))))
 
     def _recheck(self, spec: Any, rotation: Any, full: bool = False) -> Any:
-        """A :class:`runner.timing.Recheck` of this workload's outputs against the rotation's references."""
-        from runner.timing import Recheck
+        """A :class:`runner.timing.Recheck` of this workload's outputs against the rotation's references; with the
+        task's own ``check`` and the huge inputs' fingerprints when it has them (:mod:`runner.checks`)."""
+        from runner.checks import Watch, make_recheck
+        from runner.huge_inputs import huge_mask
+        from runner.stats import derive_seed
 
         dtypes = self.task.tensor_dtypes(spec.workload)
         tols = [self.task.tolerance_for(dtypes[t.name]) for t in self.task.outputs]
-        return Recheck(rotation.refs, tols, self.device, full=full)
+        wl = spec.workload.name
+        huge = huge_mask(self.task, spec, self.huge_bytes)
+        watch = Watch.of([t.name for t, h in zip(self.task.inputs, huge, strict=True) if h],
+                         [c for c, h in zip(rotation.contents[0], huge, strict=True) if h],
+                         derive_seed(self.seed, wl, "huge"))
+
+        def on_mutation(names: list[str]) -> None:
+            self._flag("input_mutated", f"rotated calls: the kernel wrote to its input(s) {', '.join(names)}", wl)
+            raise Stop
+
+        return make_recheck(rotation.refs, tols, self.device, full=full, ref=self.ref, spec=spec,
+                            contents=rotation.contents, verify=lambda: self._check_guard("rotated calls", wl),
+                            watch=watch, on_mutation=on_mutation)
 
     def _recheck_rotation(self, wl: Any, spec: Any) -> None:
         """Untimed runs (CPU, or --no-timing): a few calls on rotated buffers, every output checked (what the timing
@@ -489,6 +517,12 @@ class Job:
             first = rot.size + PROBE_REPS
             msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=first, warmup_ms=warm)
             if t.get("compile", True):
+                import torch._inductor.config as inductor_config
+
+                # Compile in this thread: inductor's worker pool leaves pool threads that it starts lazily, at times
+                # only after the guard has counted this process's threads (then blamed on the submission: seen on
+                # the H200 in a softmax evaluation with the compiled baseline).
+                inductor_config.compile_threads = 1
                 torch._dynamo.reset()
                 compiled_fn = torch.compile(self.ref.baseline, dynamic=False)
 
@@ -562,6 +596,7 @@ class Job:
     # ------------------------------------------------------------------------------------- profile
 
     def _profile(self, wl: Any, spec: Any) -> None:
+        from runner.huge_inputs import changed, fingerprints, huge_mask, pass_inputs
         from runner.inputs import make_inputs
         from runner.profile_proof import profile_call
         from runner.stats import derive_seed
@@ -569,7 +604,11 @@ class Job:
 
         inputs = make_inputs(self.ref, spec, seed=derive_seed(self.seed, wl.name, "profile"), device=self.device,
                              dist=self.dists[0])
-        given = tuple(t.clone() for t in inputs)
+        huge = huge_mask(self.task, spec, self.huge_bytes)
+        given = pass_inputs(inputs, huge)
+        passed = [t for t, h in zip(inputs, huge, strict=True) if h]
+        key = derive_seed(self.seed, wl.name, "profile-huge")
+        prints = fingerprints(passed, key)
         sponge(self.device)
         if self.launches is not None:
             self.launches.count = 0
@@ -584,8 +623,14 @@ class Job:
             return
         self._check_guard("the profiled call", wl.name)
         outs = self._outputs_ok(out, wl.name)
+        bad = changed(prints, fingerprints(passed, key))
+        if bad:
+            names = [t.name for t, h in zip(self.task.inputs, huge, strict=True) if h]
+            self._flag("input_mutated", f"profiled call: the kernel wrote to its input(s) "
+                       f"{', '.join(names[i] for i in bad)}", wl.name)
+            raise Stop
         expected = self.ref.reference(*inputs, **spec.scalars)
-        res = self._compare(spec, outs, expected)
+        res = self._compare(spec, outs, expected, inputs)
         for o in outs:
             poison(o)
         data_numel = max(_numel(s) for s in spec.shapes.values())

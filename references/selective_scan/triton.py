@@ -12,8 +12,8 @@ One kernel reads u, delta, z (and B, C) once and writes y once; nothing else tou
   taken one at a time inside the chunk (as mamba's CUDA kernel does), on [BLOCK_D, BLOCK_L] tiles of 512-2048
   steps: each thread owns 8-16 consecutive steps, so the scan is mostly a sequential loop in registers and its
   cross-thread part (5 shuffle rounds, one shared-memory exchange) is amortized over 8-16 exponentials
-  (sm_90a PTX: ~33 shuffles per 16 ex2 per state, against ~33 per 2 with the [BLOCK_D, N, BLOCK_L] tile of a
-  first version). Threads lie along time, so the parallelism is batch*D/BLOCK_D programs x 128-256 threads
+  (sm_90a PTX: about 2 shuffles per exponential, against about 15 with one [BLOCK_D, N, BLOCK_L] tile scanned
+  for all states at once). Threads lie along time, so the parallelism is batch*D/BLOCK_D programs x 128-256 threads
   whatever L is (long_narrow: 1536 channels give 384-1536 programs rather than 1536 threads).
 - B and C are shared by all channels: row n of the B/C chunk is loaded once per program and broadcast over its
   BLOCK_D channels; with BLOCK_D = 2-4 the L2 traffic for B/C (which at BLOCK_D = 1 is ~10x the u/delta/z
@@ -26,7 +26,7 @@ One kernel reads u, delta, z (and B, C) once and writes y once; nothing else tou
   rounded to bf16.
 
 Configs (autotuned on D, L): BLOCK_D x BLOCK_L in {1 x 2048, 1 x 1024, 2 x 1024, 4 x 512} with 4 warps and
-2 x 2048 with 8; the state loop is unrolled twice (181-255 registers, no spills in sm_90a ptxas).
+2 x 2048 with 8; the state loop is unrolled twice (128-255 registers, no spills in sm_90a ptxas).
 
 Roofline floors on H200 (bytes from the cost model at 4.25 TB/s; MUFU ops = batch*D*L*(N + 4) at 16/clock/SM,
 132 SMs, 1.98 GHz = 4.18e12/s; the floor is the larger):

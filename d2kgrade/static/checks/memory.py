@@ -3,6 +3,8 @@ vector accesses, and kernels that hand data to each other through a workspace.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from d2kgrade.static.checkutil import as_list, code, exclusive, is_persistent, matches, span
 from d2kgrade.static.dataflow import Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
@@ -51,6 +53,28 @@ def _fed(fl: Flow, fn: Function, tainted: Taint, seeds: set[int], reductions: li
     return red, stores
 
 
+def _load_seeds(fl: Flow, fn: Function, loads: list[tuple[Call, set[str]]], min_sources: int, min_loads: int,
+                failed_cover: set[int]) -> Iterator[tuple[Taint, set[int], set[str], list[Call]]]:
+    """Values that load_feeds tries, in order: each load, or (``min_sources``/``min_loads`` >= 2) each
+    assignment combining enough loads, with the definitions that depend on it element-wise.
+
+    Generated lazily, and an assignment inside the taint of an assignment that already failed (listed in
+    ``failed_cover`` by the caller) is skipped: its taint is a subset of that one (the taint is a closure, so
+    monotone), so it feeds no more reductions or stores, fails too and scores no higher. This changes no
+    verdict or reason and saves most of the check's time on kernels with long chains of combined values
+    (5.5 ms of 7 on the causal_conv1d reference)."""
+    if min_sources <= 1 and min_loads <= 1:
+        for c, b in loads:
+            yield fl.taint(fn, None, {id(c.expr)}), {id(c.expr)}, b, [c]
+        return
+    per_load = [(c, b, fl.taint(fn, None, {id(c.expr)})) for c, b in loads]
+    for a in fn.assigns:
+        srcs = [(c, b) for c, b, t in per_load if id(a) in t.defs and b]
+        distinct = {frozenset(b) for _, b in srcs}
+        if len(distinct) >= min_sources and len(srcs) >= min_loads and id(a) not in failed_cover:
+            yield fl.taint(fn, Taint({id(a)}, set()), set()), set(), set().union(*distinct), [c for c, _ in srcs]
+
+
 @check("load_feeds")
 def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum", stores: int = 1,
                min_sources: int = 1, min_loads: int = 1, single_load: bool = False) -> CheckResult:
@@ -68,22 +92,13 @@ def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum
         loads = [(c, b) for kind, c, b in mem if kind == "load"]
         if not loads:
             continue
-        seeds_list: list[tuple[Taint, set[int], set[str], list[Call]]] = []
-        if min_sources <= 1 and min_loads <= 1:
-            for c, b in loads:
-                seeds_list.append((fl.taint(fn, None, {id(c.expr)}), {id(c.expr)}, b, [c]))
-        else:
-            per_load = [(c, b, fl.taint(fn, None, {id(c.expr)})) for c, b in loads]
-            for a in fn.assigns:
-                srcs = [(c, b) for c, b, t in per_load if id(a) in t.defs and b]
-                distinct = {frozenset(b) for _, b in srcs}
-                if len(distinct) >= min_sources and len(srcs) >= min_loads:
-                    seeds_list.append((fl.taint(fn, Taint({id(a)}, set()), set()), set(), set().union(*distinct),
-                                       [c for c, _ in srcs]))
-        for tainted, seeds, bases, seed_calls in seeds_list:
+        failed_cover: set[int] = set()
+        for tainted, seeds, bases, seed_calls in _load_seeds(fl, fn, loads, min_sources, min_loads, failed_cover):
             red, fed_stores = _fed(fl, fn, tainted, seeds, reds)
             score = len(red) + min(len(fed_stores), stores)
             if len(red) < len(reds) or len(fed_stores) < stores:
+                if not seeds:
+                    failed_cover |= tainted.defs
                 if score > best[0]:
                     got = ", ".join(red) or "no reduction"
                     best = (score, f"in {fn.name}, the loaded value feeds {got} and {len(fed_stores)} store(s); "

@@ -1,0 +1,119 @@
+"""Huge inputs (issue 9: a 17 GB page pool, a 10 GB embedding table) are passed as they are, never cloned or
+rotated, and fingerprinted after every call (:mod:`runner.huge_inputs`). On CPU the threshold is lowered to
+64 KiB, so ``embedding_bag``'s smoke table (6000 x 40 bf16, 480 KB) is "huge" and its indices (9.6 KB) are not.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import runner.huge_inputs as hi
+from runner.evaluate import EvalOptions, default_suite_root, run_evaluation
+
+HERE = Path(__file__).resolve().parent
+SEED = 20240611
+SMALL_HUGE = 64 << 10
+TRIALS = 4  # smoke: max(3 trials, 2 distributions) + the repeat trial
+ROTATION = (TRIALS + 1, TRIALS + 2, TRIALS + 3)  # the CPU rotation's calls (cpu_rotation_reps=3)
+
+
+def submission(tmp_path: Path, write_from_call: int = 0) -> Path:
+    expert = (default_suite_root() / "references" / "embedding_bag" / "triton.py").read_text()
+    wrap = (HERE / "big_inputs" / "embedding_bag_wrap.py").read_text()
+    assert "WRITE_FROM_CALL = 0" in wrap
+    path = tmp_path / f"embedding_bag_write_{write_from_call}.py"
+    path.write_text(expert + "\n\n" + wrap.replace("WRITE_FROM_CALL = 0", f"WRITE_FROM_CALL = {write_from_call}"))
+    return path
+
+
+def run(path: Path, huge_input_bytes: int = SMALL_HUGE, **kw: object):
+    return run_evaluation("embedding_bag", path, device="cpu", seed=SEED, timeout_s=120, hidden=False,
+                          options=EvalOptions(huge_input_bytes=huge_input_bytes, **kw))  # type: ignore[arg-type]
+
+
+def pointers(log: str) -> dict[int, tuple[int, int]]:
+    return {int(c): (int(t), int(i)) for c, t, i in re.findall(r"^PTRS (\d+) (\d+) (\d+)$", log, re.M)}
+
+
+def test_a_huge_input_is_shared_not_cloned_and_an_honest_kernel_passes(tmp_path: Path) -> None:
+    path = submission(tmp_path)
+    r = run(path)
+    assert r.status == "passed", r.message + r.log[-2000:]
+    seen = pointers(r.log)
+    assert sorted(seen) == list(range(1, TRIALS + len(ROTATION) + 2))  # trials, rotation, the profiled call
+    tables = {seen[c][0] for c in ROTATION}
+    indices = [seen[c][1] for c in ROTATION]
+    assert len(tables) == 1  # the same table tensor in every rotated call: no per-set copy, no buffer
+    assert indices[0] != indices[1] and indices[0] == indices[2]  # the small input rotates over two buffers
+    assert seen[TRIALS][0] == seen[TRIALS - 1][0]  # the repeat trial perturbs the same tensor in place
+    # The control: with the default threshold the table is cloned into rotating buffers like any input.
+    plain = pointers(run(path, huge_input_bytes=1 << 30).log)
+    assert plain[ROTATION[0]][0] != plain[ROTATION[1]][0]
+
+
+@pytest.mark.parametrize(("from_call", "where"), [(1, "trial 0"), (TRIALS + 1, "rotated calls")])
+def test_a_kernel_that_writes_one_element_of_a_huge_input_is_rejected(tmp_path: Path, from_call: int,
+                                                                       where: str) -> None:
+    r = run(submission(tmp_path, from_call))
+    assert r.status == "rejected" and not r.correct, r.message
+    flag = next(f for f in r.flags if f.code == "input_mutated")
+    assert flag.message.startswith(where) and "table" in flag.message and "indices" not in flag.message, flag
+
+
+def test_the_timing_path_shares_and_checks_huge_inputs_too(tmp_path: Path) -> None:
+    ceilings = {"copy_bytes_per_s": 4.0e12, "mufu_per_s": 4.0e12,
+                "matmul_flops_per_s": {"bf16": 8e14, "fp16": 8e14, "fp32": 4e14, "fp8": 1.6e15, "int8": 1.6e15}}
+    opts = {"host_timing": True, "ceilings": ceilings, "compile_baseline": False, "target_s": 0.05, "min_reps": 3,
+            "max_reps": 3}
+    honest = run(submission(tmp_path), **opts)
+    assert honest.status == "passed" and honest.workloads[0].time is not None, honest.message
+    timed = [p for c, p in sorted(pointers(honest.log).items()) if c > TRIALS]
+    assert len({t for t, _ in timed[:-1]}) == 1 and len({i for _, i in timed[:-1]}) == 2  # all but the profile
+    r = run(submission(tmp_path, TRIALS + 3), **opts)
+    assert r.status == "rejected" and "input_mutated" in {f.code for f in r.flags}, r.message
+
+
+# --------------------------------------------------------------------------------------------- the pieces
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float8_e4m3fn, torch.uint8, torch.int64])
+def test_the_fingerprint_catches_any_single_changed_bit(monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype) -> None:
+    monkeypatch.setattr(hi, "ROWS", 3)  # chunks of 3 x 4096 words, so one tensor spans full and partial chunks
+    n_bytes = 3 * 4096 * 4 * 2 + 4096 * 4 + 37 * 4 + 3  # two full chunks, a part chunk, a part row, a byte tail
+    n = n_bytes // torch.empty((), dtype=dtype).element_size()
+    t = torch.randint(0, 256, (n * torch.empty((), dtype=dtype).element_size(),), dtype=torch.uint8).view(dtype)
+    raw = t.view(torch.uint8)
+    before = hi.fingerprint(t, 7)
+    assert int(hi.fingerprint(t.clone(), 7)) == int(before) and int(hi.fingerprint(t, 8)) != int(before)
+    for pos in (0, 4096 * 4 * 3 + 5, raw.numel() // 2, raw.numel() - 1):
+        for bit in (0, 7):
+            raw[pos] ^= 1 << bit
+            assert int(hi.fingerprint(t, 7)) != int(before), (pos, bit)
+            raw[pos] ^= 1 << bit
+    assert int(hi.fingerprint(t, 7)) == int(before)
+    # Two words swapped, or +d and -d at two places, keep a plain sum but not the weighted one.
+    words = t.view(torch.uint8)[: (raw.numel() // 4) * 4].view(torch.int32)
+    words[10], words[20000] = int(words[20000]), int(words[10])
+    assert int(hi.fingerprint(t, 7)) != int(before)
+
+
+def test_rotation_sets_share_the_first_sets_huge_inputs() -> None:
+    made: list[int] = []
+
+    def make(j: int) -> tuple[torch.Tensor, ...]:
+        made.append(j)
+        return torch.full((4,), float(j)), torch.full((100,), float(j))
+
+    mask = (False, True)
+    contents = hi.rotation_contents(make, 3, mask)
+    buffers = hi.rotation_buffers(contents, mask)
+    assert made == [0, 1, 2]
+    assert all(c[1] is contents[0][1] for c in contents) and all(b[1] is contents[0][1] for b in buffers)
+    assert [float(c[0][0]) for c in contents] == [0.0, 1.0, 2.0]
+    assert all(b[0] is not c[0] and torch.equal(b[0], c[0]) for b, c in zip(buffers, contents, strict=True))
+    given = hi.pass_inputs(contents[1], mask)
+    assert hi.shared(given, contents[1]) == (False, True)
