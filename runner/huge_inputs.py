@@ -33,8 +33,9 @@ import torch
 HUGE_INPUT_BYTES = 1 << 30
 """Inputs of at least this many bytes are shared and fingerprinted instead of cloned and rotated."""
 COLS = 4096
-ROWS = 4096
-"""A chunk is ROWS x COLS 32-bit words (64 MB; its int64 temporaries are 128 MB each)."""
+ROWS = 16384
+"""A chunk is ROWS x COLS 32-bit words: 256 MB, so a 17 GB input takes ~70 chunks of ~6 launches each (~2 ms of
+host time per fingerprint, queued behind the timed call); its two int64 temporaries are 512 MB each."""
 _MASK62 = (1 << 62) - 1
 
 
@@ -80,12 +81,12 @@ def rotation_buffers(contents: Sequence[tuple[torch.Tensor, ...]], mask: Sequenc
 
 
 @lru_cache(maxsize=16)
-def _weights(key: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _weights(key: int, device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Column and row weights, made once per key and device: a host-to-device copy from pageable memory waits
     for the stream, which would stall a timed batch."""
     gen = torch.Generator(device="cpu")
     gen.manual_seed(key & _MASK62)
-    w = torch.randint(0, 1 << 62, (ROWS + COLS,), generator=gen, dtype=torch.int64) | 1
+    w = torch.randint(0, 1 << 62, (rows + COLS,), generator=gen, dtype=torch.int64) | 1
     return w[:COLS].to(device), w[COLS:].to(device)
 
 
@@ -103,7 +104,7 @@ def fingerprint(t: torch.Tensor, key: int) -> torch.Tensor:
     if nbytes == 0:
         return acc
     raw = torch.empty(0, dtype=torch.uint8, device=dev).set_(storage)
-    col_w, row_w = _weights(key, dev)
+    col_w, row_w = _weights(key, dev, ROWS)
     nwords = nbytes // 4
     words = raw[:nwords * 4].view(torch.int32)
     chunk = ROWS * COLS

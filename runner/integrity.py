@@ -142,6 +142,7 @@ def harness_objects(ref_module: Any, interpreter: bool) -> list[Any]:
                        sys.modules.get("math"), ref_module]
     for name in ("runner.compare", "runner.direct", "runner.inputs", "runner.loading", "runner.integrity",
                  "runner.timing", "runner.profile_proof", "runner.worker", "runner.sandbox", "runner.trials",
+                 "runner.checks", "runner.huge_inputs",
                  "d2kgrade.schema", "d2kgrade.records", "json", "hmac", "hashlib", "os", "struct"):
         objs.append(sys.modules.get(name))
     triton = sys.modules.get("triton")

@@ -7,6 +7,7 @@ The timed calls of one function run as one batch, queued back to back with a sin
     per rep r, all queued without a host sync:
         prepare: copy a pre-generated input set into this rep's buffers     (outside the timed region)
         flush.zero_()                                                        (evict L2: a 256 MB+ write, >= 4x L2)
+        spin for pad_ms                                                      (see below)
         start[r].record(); out = kernel(*buffers); end[r].record()
         check out on the GPU (:class:`Recheck`), then poison it             (outside the timed region)
     torch.cuda.synchronize()                                                 (device-wide: every stream drained)
@@ -18,12 +19,18 @@ kernel then ran up to 70% slower, by a different amount in each process: the med
 37-73% (20 or 100 reps), and by 3-62% with the host check removed but the per-call sync kept, while NVML read
 the SM clock at 1980 MHz throughout (what slows it is not visible there). Queued back to back, the spread was
 0.2-1.0% at 100 reps (0.5-2.2% at 20), with or without the warm-up, which the study could not tell apart (idle
-gaps of 0.3 s); it is kept because the SM clock does idle at 345 MHz after longer pauses.
+gaps of 0.3 s); it is kept because the SM clock does idle at 345 MHz after longer pauses. Through the evaluator
+(benchmarks/runs/references_h200_quick_run2.json, five evaluations, 150 reps): 0.24-0.64% on the three softmax
+workloads whose host code is faster than their kernels.
 
-The flush is queued before ``start``, so the host enqueues the kernel while the GPU is still flushing and the
-launch latency of an honest kernel is not timed (as in Triton's ``do_bench``); a kernel whose host code is slower
-than the GPU work queued ahead of it pays for it, which is fair. A kernel that synchronizes inside its call waits
-for ``start`` too, so the wait is timed.
+The flush and the pad are queued before ``start``, so the host enqueues the call's launches while the GPU is
+still busy and their latency is not timed (as in Triton's ``do_bench``): the figure is the device time of the
+call's work; ``wall_batch`` reports the host-clock time of back-to-back calls beside it. The pad (:func:`pad_for`:
+1.5x the host time of one rep, measured by the caller's probe) is what makes that hold for calls whose host code
+is slower than their kernels: without it, the softmax reference on 16 rows of 2M (two launches, ~150 us of host
+code, 60 us of GPU work) timed at 60 us in three evaluations and 136-150 us in two, as the GPU caught up with the
+host between the two launches or not. With it the GPU stays busy between reps and the host stays ahead. A call
+that synchronizes inside waits for ``start`` too, so the wait is timed.
 
 Inputs rotate (:class:`Rotation`): S buffers and S contents, rep r runs on buffer ``r % S`` holding content
 ``(r + r // S) % S``, so the same buffer never holds the same content twice in a row. A cache keyed by the
@@ -54,6 +61,10 @@ FLUSH_MIN_BYTES = 256 << 20
 WARMUP_MS = 100.0
 """GPU work queued before the timed calls (see :func:`warm_up`): insurance against a GPU that idled long enough to
 drop its clock (345 MHz idle on the H200); ~1 s per evaluation of four workloads."""
+PAD_FACTOR = 1.5
+MAX_PAD_MS = 5.0
+SPIN_HZ = 2.0e9
+"""Clock assumed when a pad is turned into spin cycles: above the H200's 1980 MHz, so a pad never runs short."""
 CHECK_CHUNK = 1 << 26
 """Elements compared per chunk (float64 temporaries of 512 MB each)."""
 
@@ -226,27 +237,43 @@ def warm_up(flush: torch.Tensor, ms: float) -> None:
         torch.cuda.synchronize()
 
 
+def pad_for(host_ms_per_rep: float) -> float:
+    """GPU spin per rep that keeps the host ahead of the GPU: :data:`PAD_FACTOR` x the host time of one rep."""
+    return min(MAX_PAD_MS, PAD_FACTOR * max(0.0, host_ms_per_rep))
+
+
+def spin(device: torch.device, ms: float) -> None:
+    """Queue a kernel that keeps the GPU busy for about ``ms`` (no memory traffic; a no-op off CUDA)."""
+    if ms > 0 and device.type == "cuda":
+        torch.cuda._sleep(int(ms * 1e-3 * SPIN_HZ))
+
+
 def timed_reps(call: Callable[[tuple[torch.Tensor, ...]], Any], rotation: Rotation, reps: int,
                flush: torch.Tensor, check: Recheck | None = None, start_rep: int = 0,
-               warmup_ms: float = WARMUP_MS) -> list[float]:
-    """Event-timed milliseconds of ``reps`` calls queued back to back, each on rotated inputs after an L2 flush,
-    each output checked by ``check`` on the GPU (see the module docstring). Uses rotation slots
-    ``start_rep .. start_rep + 2*reps`` (the second half only when the batch is timed again, see :class:`Recheck`)."""
-    samples = _batch(call, rotation, reps, flush, check, start_rep, warmup_ms)
+               warmup_ms: float = WARMUP_MS, pad_ms: float = 0.0, stats: dict[str, float] | None = None
+               ) -> list[float]:
+    """Event-timed milliseconds of ``reps`` calls queued back to back, each on rotated inputs after an L2 flush and
+    a ``pad_ms`` spin, each output checked by ``check`` on the GPU (see the module docstring). Uses rotation slots
+    ``start_rep .. start_rep + 2*reps`` (the second half only when the batch is timed again, see :class:`Recheck`).
+    ``stats`` receives ``host_ms_per_rep``: host time to queue one rep (what :func:`pad_for` needs)."""
+    samples = _batch(call, rotation, reps, flush, check, start_rep, warmup_ms, pad_ms, stats)
     if check is not None and check.redo:
         check.redo = False
-        samples = _batch(call, rotation, reps, flush, check, start_rep + reps, warmup_ms)
+        samples = _batch(call, rotation, reps, flush, check, start_rep + reps, warmup_ms, pad_ms, stats)
     return samples
 
 
 def _batch(call: Callable[[tuple[torch.Tensor, ...]], Any], rotation: Rotation, reps: int, flush: torch.Tensor,
-           check: Recheck | None, start_rep: int, warmup_ms: float) -> list[float]:
+           check: Recheck | None, start_rep: int, warmup_ms: float, pad_ms: float,
+           stats: dict[str, float] | None) -> list[float]:
     dev = flush.device
     warm_up(flush, warmup_ms)
     events = []
+    t0 = time.perf_counter()
     for r in range(start_rep, start_rep + reps):
         args, content = rotation.prepare(r)
         flush.zero_()
+        spin(dev, pad_ms)
         start, end = _event(dev), _event(dev)
         start.record()
         out = call(args)
@@ -255,6 +282,8 @@ def _batch(call: Callable[[tuple[torch.Tensor, ...]], Any], rotation: Rotation, 
         if check is not None:
             check(content, out)
         del out
+    if stats is not None:
+        stats["host_ms_per_rep"] = 1e3 * (time.perf_counter() - t0) / max(reps, 1)
     _sync(dev)
     if check is not None:
         check.settle()

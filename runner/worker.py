@@ -513,9 +513,9 @@ class Job:
             def eager(args: tuple[Any, ...]) -> Any:
                 return self.ref.baseline(*args, **spec.scalars)
 
-            reps = self._probe(eager, rot, None)
+            reps, pad = self._probe(eager, rot, None)
             first = rot.size + PROBE_REPS
-            msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=first, warmup_ms=warm)
+            msg["eager"] = timed_reps(eager, rot, reps, self.flush, start_rep=first, warmup_ms=warm, pad_ms=pad)
             if t.get("compile", True):
                 import torch._inductor.config as inductor_config
 
@@ -533,23 +533,28 @@ class Job:
                 compiled(rot.buffers[0])
                 torch.cuda.synchronize()
                 msg["compile_warmup_s"] = time.perf_counter() - t0
-                msg["compiled"] = timed_reps(compiled, rot, reps, self.flush, start_rep=first, warmup_ms=warm)
+                creps, cpad = self._probe(compiled, rot, None)
+                msg["compiled"] = timed_reps(compiled, rot, creps, self.flush, start_rep=first, warmup_ms=warm,
+                                             pad_ms=cpad)
             del rot
         except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
             msg["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         self.chan.send("baseline", **msg)
 
-    def _probe(self, call: Any, rot: Any, check: Any) -> int:
+    def _probe(self, call: Any, rot: Any, check: Any) -> tuple[int, float]:
         """One call per input set (first-call costs, the full checks), then :data:`PROBE_REPS` calls whose pace
-        gives the repetitions that fill ``target_s``. Uses rotation slots ``0 .. rot.size + PROBE_REPS``."""
-        from runner.timing import choose_reps, timed_reps
+        gives the repetitions that fill ``target_s`` and whose host time gives the pad
+        (:func:`runner.timing.pad_for`). Uses rotation slots ``0 .. rot.size + PROBE_REPS``."""
+        from runner.timing import choose_reps, pad_for, timed_reps
 
         t = self.cfg["timing"]
         timed_reps(call, rot, rot.size, self.flush, check, warmup_ms=0)
+        stats: dict[str, float] = {}
         t0 = time.perf_counter()
-        timed_reps(call, rot, PROBE_REPS, self.flush, check, start_rep=rot.size, warmup_ms=0)
+        timed_reps(call, rot, PROBE_REPS, self.flush, check, start_rep=rot.size, warmup_ms=0, stats=stats)
         per_rep = (time.perf_counter() - t0) / PROBE_REPS
-        return choose_reps(per_rep, t["target_s"], t["min_reps"], t["max_reps"])
+        pad = pad_for(stats.get("host_ms_per_rep", 0.0))
+        return choose_reps(per_rep + pad / 1e3, t["target_s"], t["min_reps"], t["max_reps"]), pad
 
     def _time_submission(self, wl: Any, spec: Any) -> None:
         from runner.timing import timed_reps, wall_batch
@@ -570,10 +575,10 @@ class Job:
         from runner.trials import classify_exception, context_alive, format_exception
 
         try:
-            reps = self._probe(call, rot, check)
+            reps, pad = self._probe(call, rot, check)
             first = rot.size + PROBE_REPS
             samples = timed_reps(call, rot, reps, self.flush, check, start_rep=first,
-                                 warmup_ms=float(t.get("warmup_ms", 100.0)))
+                                 warmup_ms=float(t.get("warmup_ms", 100.0)), pad_ms=pad)
             self._check_guard("timing", wl.name)
             batch = wall_batch(call, rot, max(1, min(8, reps // rot.size)), check, start_rep=first + 2 * reps)
             self._check_guard("the wall-clock cross-check", wl.name)
@@ -591,7 +596,7 @@ class Job:
             return
         self.chan.send("timing", workload=wl.name, samples=samples, batch=batch, sets=rot.size,
                        checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems),
-                       bitwise_repeatable=not check.full)
+                       bitwise_repeatable=not check.full, pad_ms=pad)
 
     # ------------------------------------------------------------------------------------- profile
 

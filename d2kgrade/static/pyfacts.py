@@ -112,8 +112,8 @@ class PyExtractor:
                 continue
             for field in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(st, field, None)
-                if isinstance(sub, list):
-                    stack.extend(x for x in sub if isinstance(x, (ast.stmt, ast.excepthandler)))  # type: ignore
+                if sub:  # lists of statements (handlers: of except clauses), as ast.parse builds them
+                    stack.extend(sub)
         for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:

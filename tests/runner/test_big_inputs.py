@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import runner.huge_inputs as hi
-from runner.evaluate import EvalOptions, default_suite_root, run_evaluation
+from runner.evaluate import EvalOptions, run_evaluation
 
 HERE = Path(__file__).resolve().parent
 SEED = 20240611
@@ -22,11 +22,10 @@ ROTATION = (TRIALS + 1, TRIALS + 2, TRIALS + 3)  # the CPU rotation's calls (cpu
 
 
 def submission(tmp_path: Path, write_from_call: int = 0) -> Path:
-    expert = (default_suite_root() / "references" / "embedding_bag" / "triton.py").read_text()
-    wrap = (HERE / "big_inputs" / "embedding_bag_wrap.py").read_text()
-    assert "WRITE_FROM_CALL = 0" in wrap
+    src = (HERE / "big_inputs" / "embedding_bag_sum.py").read_text()
+    assert "WRITE_FROM_CALL = 0" in src
     path = tmp_path / f"embedding_bag_write_{write_from_call}.py"
-    path.write_text(expert + "\n\n" + wrap.replace("WRITE_FROM_CALL = 0", f"WRITE_FROM_CALL = {write_from_call}"))
+    path.write_text(src.replace("WRITE_FROM_CALL = 0", f"WRITE_FROM_CALL = {write_from_call}"))
     return path
 
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import time
 import types
 
 import pytest
 import torch
 
 from runner.integrity import Guard
-from runner.timing import Recheck, Rotation, bits_differ, count_bad, flush_buffer, timed_reps, wall_batch
+from runner.timing import (MAX_PAD_MS, Recheck, Rotation, bits_differ, count_bad, flush_buffer, pad_for, timed_reps,
+                           wall_batch)
 from runner.trials import bad_output, digest, output_tuple, perturb_, poison, same_bits
 
 
@@ -214,3 +216,16 @@ def test_bits_differ_counts_nan_payloads_and_signed_zeros_at_any_alignment() -> 
     assert int(bits_differ(a, b)) == 1
     n = torch.full((8,), float("nan"))
     assert int(bits_differ(n, n.clone())) == 0
+
+
+def test_the_pad_follows_the_host_time_of_a_rep() -> None:
+    stats: dict[str, float] = {}
+
+    def slow_host(args):
+        time.sleep(0.002)  # host code slower than its (here: no) GPU work
+        return args[0] * 2
+
+    timed_reps(slow_host, _rotation(), 3, flush_buffer(CPU), stats=stats, pad_ms=1.0)  # the spin is a no-op on CPU
+    assert stats["host_ms_per_rep"] >= 2.0
+    assert pad_for(stats["host_ms_per_rep"]) == min(MAX_PAD_MS, 1.5 * stats["host_ms_per_rep"])
+    assert pad_for(0.1) == pytest.approx(0.15) and pad_for(1e3) == MAX_PAD_MS and pad_for(-1.0) == 0.0

@@ -39,9 +39,8 @@ def test_honest_kernel_timed_against_live_baselines() -> None:
 
 
 def test_timing_is_repeatable() -> None:
-    # Two fresh evaluations; the batched loop held five evaluations within 1.75% (22-24 reps, float64 recheck of
-    # every call) and 100-rep runs within 1% in benchmarks/runs/timing_study_h200.json. The old per-call loop
-    # missed 5% here (run 1).
+    # Two fresh evaluations. The old per-call loop missed 5% here (run 1); the batched one held five evaluations
+    # of rows_4k within 0.64% (150 reps, benchmarks/runs/references_h200_quick_run2.json).
     a = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
     b = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
     assert a.status == b.status == "passed", a.message + b.message

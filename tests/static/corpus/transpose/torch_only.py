@@ -1,0 +1,6 @@
+"""No custom kernel."""
+import torch
+
+
+def kernel(X):
+    return X.t().contiguous()
