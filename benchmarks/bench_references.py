@@ -108,6 +108,18 @@ def main() -> int:
     evals: list[dict[str, Any]] = []
     compile_spent = 0.0
     ceilings = None
+    noise: dict[str, Any] = {}
+
+    def report(complete: bool) -> dict[str, Any]:
+        return {
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "gpu": gpu["name"], "driver": gpu["driver"], "compute_cap": gpu["compute_cap"], **versions(),
+            "complete": complete, "quick": quick, "options": base.__dict__, "ceilings": ceilings,
+            "total_wall_s": time.monotonic() - t_start, "compile_warmup_total_s": compile_spent,
+            "evaluations": evals, "workloads": rows, "noise": noise,
+        }
+
     for task, path in references(ROOT, args.tasks):
         opts = base
         if base.compile_baseline and compile_spent > args.compile_budget_s:
@@ -128,8 +140,9 @@ def main() -> int:
                       "flags": [f.model_dump() for f in r.flags], "wall_s": time.monotonic() - t0})
         rows += [row(task, path.stem, w, opts) for w in r.workloads]
         print(f"{task:24s} {r.status:10s} {time.monotonic() - t0:6.1f} s  {r.message[:100]}", flush=True)
+        # Written after every task: a run cut short by a time limit keeps every figure it measured.
+        write_json(out_path, report(complete=False))
 
-    noise: dict[str, Any] = {}
     noise_ref = [p for t, p in references(ROOT, [args.noise_task])]
     if noise_ref:
         per_wl: dict[str, list[float]] = {}
@@ -144,16 +157,10 @@ def main() -> int:
             name: {"medians_ms": xs, "spread_pct": 100 * (max(xs) - min(xs)) / statistics.median(xs),
                    "stdev_pct": 100 * statistics.pstdev(xs) / statistics.mean(xs)} for name, xs in per_wl.items()}}
 
-    report = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "gpu": gpu["name"], "driver": gpu["driver"], "compute_cap": gpu["compute_cap"], **versions(),
-        "quick": quick, "options": base.__dict__, "ceilings": ceilings, "total_wall_s": time.monotonic() - t_start,
-        "compile_warmup_total_s": compile_spent, "evaluations": evals, "workloads": rows, "noise": noise,
-    }
-    write_json(out_path, report)
+    final = report(complete=True)
+    write_json(out_path, final)
     _print_table(rows, noise)
-    print(f"wrote {out_path} ({report['total_wall_s']:.0f} s)")
+    print(f"wrote {out_path} ({final['total_wall_s']:.0f} s)")
     return 0
 
 
