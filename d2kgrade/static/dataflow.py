@@ -53,6 +53,9 @@ POINTER_PASSTHROUGH = {"tl.multiple_of", "tl.max_contiguous", "tl.max_constancy"
                        "reinterpret_cast", "tl.make_tensor_descriptor", "tl._experimental_make_tensor_descriptor",
                        "__ldg", "__ldcs", "__ldcg", "__ldlu", "__ldca", "__ldcv", "tl.pointer_type"}
 _WALK_LIMIT = 4000
+_INT_OPS = {"*", "//", "%", "<<", ">>"}
+_ORDER_CMPS = {"<", "<=", ">", ">="}
+_INT_CALLS = {"tl.arange", "range", "tl.range", "tl.static_range", "tl.cdiv", "triton.cdiv"}
 
 
 def matches(name: str, patterns: str | Iterable[str]) -> bool:
@@ -83,6 +86,7 @@ class Flow:
         self._taints: dict[tuple, Taint] = {}
         self._pid: dict[tuple[int, int], tuple[Expr, bool]] = {}
         self._refs: dict[tuple, tuple[Expr, bool]] = {}
+        self._ints: dict[str, tuple[Function, set[str]]] = {}
 
     # ------------------------------------------------------------------------------------------ resolution
 
@@ -562,6 +566,12 @@ class Flow:
         cached = self._taints.get(ckey)
         if cached is not None:
             return Taint(set(cached.defs), set(cached.names))
+        if start is None and len(seeds) == 1:
+            batch = self._load_taints(fn)
+            (seed,) = seeds
+            if seed in batch:
+                self._taints[ckey] = Taint(set(batch[seed]), set())
+                return Taint(set(batch[seed]), set())
         t = Taint(set(start.defs) if start else set(), set(start.names) if start else set())
         readers = self._readers(fn)
         by_id = {id(a): a for a in fn.assigns}
@@ -586,6 +596,44 @@ class Flow:
         self._taints[ckey] = Taint(set(t.defs), set(t.names))
         return t
 
+    def _load_taints(self, fn: Function) -> dict[int, set[int]]:
+        """:meth:`taint` of every single load of ``fn`` at once (load expression id -> tainted definition ids).
+
+        The same fixpoint, with one bit per load: an assignment's mask is the loads its value contains (outside
+        reductions) or-ed with the masks of the definitions it reads that reach it. Checks such as ``load_feeds``
+        ask for the taint of each of a kernel's 10-20 loads; one pass instead of one worklist per load made that
+        check 3x faster on the causal_conv1d reference."""
+        key = "load-taints:" + fn.key
+        hit = self._index.get(key)
+        if hit is not None and hit[0] is fn:
+            return hit[1]  # type: ignore[return-value]
+        loads = [c for kind, c, _ in self.memory_ops(fn) if kind == "load"]
+        bit = {id(c.expr): 1 << i for i, c in enumerate(loads)}
+        readers = self._readers(fn)
+        defs = fn.defs()
+        mask: dict[int, int] = {}
+        work: list[Assign] = []
+        for a in fn.assigns:
+            m = 0
+            for node_id in self._reads(a.value, fn)[1]:
+                m |= bit.get(node_id, 0)
+            if m:
+                mask[id(a)] = m
+                work.append(a)
+        while work:
+            a = work.pop()
+            m = mask[id(a)]
+            for name in a.targets:
+                others = defs.get(name, [])
+                for r in readers.get(name, []):
+                    old = mask.get(id(r), 0)
+                    if old | m != old and self.reaches(a, site_of(r), others):
+                        mask[id(r)] = old | m
+                        work.append(r)
+        out = {lid: {aid for aid, m in mask.items() if m & b} for lid, b in bit.items()}
+        self._index[key] = (fn, out)  # type: ignore[assignment]
+        return out
+
     def bases(self, e: Expr, fn: Function, depth: int = 0, seen: set[int] | None = None) -> set[str]:
         """Pointer parameters an address expression is based on (``x_ptr + row*stride + offs`` -> ``{x_ptr}``)."""
         seen = seen if seen is not None else set()
@@ -599,7 +647,11 @@ class Flow:
                     return set()
                 if fn.lang == "cuda" and e.op not in fn.pointer_params:
                     return set()
+                if fn.lang == "py" and e.op in self.int_names(fn):
+                    return set()
                 return {e.op}
+            if fn.lang == "py" and e.op in self.int_names(fn):
+                return set()
             out: set[str] = set()
             for a in fn.defs().get(e.op, []):
                 v = a.value
@@ -626,6 +678,35 @@ class Flow:
         if k == "unary" and e.op == "&" and e.args:
             return self.bases(e.args[0], fn, depth + 1, seen)
         return set()
+
+    def int_names(self, fn: Function) -> set[str]:
+        """Names of ``fn`` used as integers: an operand of ``*``, ``//``, ``%``, a shift or an ordering comparison,
+        or a bound of ``tl.arange``/``range``/``tl.cdiv``. Triton parameters carry no types, and ``x_ptr + half + i``
+        adds an int parameter to a pointer: a name used this way is a size or an offset, never a pointer base
+        (pointers are only added to)."""
+        hit = self._ints.get(fn.key)
+        if hit is not None and hit[0] is fn:
+            return hit[1]
+        out: set[str] = set()
+        stack = [a.value for a in fn.assigns] + [c.expr for c in fn.calls] + [g for a in fn.assigns for g in a.guards]
+        stack += [e for lp in fn.loops for e in (lp.start, lp.stop, lp.step) if e is not None]
+        seen: set[int] = set()
+        while stack:  # every node once (calls nested in assignments are also listed in fn.calls)
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n.args:
+                stack.extend(n.args)
+                if (n.kind == "bin" and n.op in _INT_OPS or n.kind == "cmp" and n.op in _ORDER_CMPS
+                        or n.kind == "call" and n.op in _INT_CALLS):
+                    out.update(x.op for x in n.args if x.kind == "name")
+            if n.kwargs:
+                stack.extend(n.kwargs.values())
+            if n.recv is not None:
+                stack.append(n.recv)
+        self._ints[fn.key] = (fn, out)
+        return out
 
     def memory_ops(self, fn: Function) -> list[tuple[str, Call, set[str]]]:
         """Loads and stores of global memory in ``fn``: (``load``/``store``, call, base pointers).

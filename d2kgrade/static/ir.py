@@ -201,6 +201,10 @@ class Launch:
     """CUDA: the template arguments of the launched kernel as written (``128, 256, 64``)."""
 
 
+COMPUTED = "computed"
+"""An autotune config field set from a variable (``num_stages=s`` in a generating loop): present, value unknown."""
+
+
 @dataclass(slots=True, eq=False)
 class AutotuneConfig:
     """One ``triton.Config``."""
@@ -208,9 +212,9 @@ class AutotuneConfig:
     kwargs: dict[str, object]
     """Meta-parameters (block sizes...), with Python values where they are literals, else None."""
     num_warps: object = None
-    """``num_warps`` literal, or None when absent or not a literal."""
+    """``num_warps`` literal, :data:`COMPUTED` when set from a variable, None when absent."""
     num_stages: object = None
-    """``num_stages`` literal, or None when absent or not a literal."""
+    """``num_stages`` literal, :data:`COMPUTED` when set from a variable, None when absent."""
     line: int = 0
     """Line of the config."""
 

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
+from d2kgrade.static.ir import COMPUTED, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
 from d2kgrade.static.lower import Lowerer
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,13 @@ def _fold(e: ast.expr, consts: dict[str, Any]) -> Any:
         if mod in ("tl", "triton") and fn_name == "constexpr" and len(args) == 1:
             return args[0]
     raise ValueError
+
+
+def _literal(e: Expr | None) -> object:
+    """A config field's literal value; COMPUTED when it is set from a variable (``num_stages=s`` in a loop)."""
+    if e is None:
+        return None
+    return e.value if e.kind == "const" else COMPUTED
 
 
 class PyExtractor:
@@ -226,7 +233,8 @@ class PyExtractor:
                 elif n.kind == "call" and n.recv is None and n.op in self.facts.functions:
                     generated = True
                     g = self.facts.functions[n.op]
-                    for v in g.returns + [a.value for a in g.assigns]:
+                    # configs returned, assigned, or appended (out.append(triton.Config(...))) in a helper
+                    for v in g.returns + [a.value for a in g.assigns] + [c.expr for c in g.calls]:
                         collect(v, depth + 1)
 
         if configs_e is not None:
@@ -240,8 +248,7 @@ class PyExtractor:
             if meta is not None and meta.kwargs:
                 kw = {k: (v.value if v.kind == "const" else None) for k, v in meta.kwargs.items()}
             nw, ns = c.kw("num_warps"), c.kw("num_stages")
-            configs.append(AutotuneConfig(kw, nw.value if nw is not None and nw.kind == "const" else None,
-                                          ns.value if ns is not None and ns.kind == "const" else None, c.line))
+            configs.append(AutotuneConfig(kw, _literal(nw), _literal(ns), c.line))
         return Autotune(configs, key, generated, e.line, e.end_line)
 
     def _module_values(self, name: str) -> list[Expr]:

@@ -16,7 +16,8 @@ MIN_ACCURACY = 0.9
 
 
 def test_corpus_covers_tasks_with_eight_variants_each():
-    assert {"softmax", "rmsnorm_residual", "gemm_bf16"} <= set(TASKS)
+    assert {"softmax", "rmsnorm_residual", "gemm_bf16", "rotary_embedding", "swiglu", "transpose",
+            "layernorm_backward", "flash_attention_fwd", "spmv_csr"} <= set(TASKS)
     suite = Suite(ROOT)
     for t in TASKS:
         labels = load_labels(CORPUS / t, suite.load_rubric(t))

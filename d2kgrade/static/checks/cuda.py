@@ -59,7 +59,12 @@ def stride_loop(facts: Facts, lang: str, *, kind: str = "grid") -> CheckResult:
         for lp in fn.loops:
             if lp.step is None:
                 continue
-            step_names = {n.op for n, _, _ in fl.walk(lp.step, fn, depth=3) if n.kind == "name"}
+            step = lp.step
+            if step.kind == "bin" and step.op == "+" and len(step.args) == 2 and lp.var:
+                # i += 32: classify the increment, not i itself (whose start may come from blockDim-based math)
+                inc = [x for x in step.args if not (x.kind == "name" and x.op == lp.var)]
+                step = inc[0] if len(inc) == 1 else step
+            step_names = {n.op for n, _, _ in fl.walk(step, fn, depth=3) if n.kind == "name"}
             start_names = {n.op for n, _, _ in fl.walk(lp.start, fn, depth=3) if n.kind == "name"} if lp.start else set()
             sk = _stride_kind(step_names)
             if kind == "grid" and (sk == "grid" or is_persistent(fl, fn, lp)):
@@ -67,7 +72,7 @@ def stride_loop(facts: Facts, lang: str, *, kind: str = "grid") -> CheckResult:
             if kind == "block" and sk == "block" and any(n.startswith("threadIdx") for n in start_names):
                 return found(f"block-stride loop in {fn.name}", span(lp, "block-stride loop"), 0.9)
             if kind == "warp" and sk is None and ("warpSize" in step_names or any(
-                    n.kind == "const" and n.value == 32 for n in lp.step.walk())) and start_names:
+                    n.kind == "const" and n.value == 32 for n in step.walk())) and start_names:
                 return found(f"warp-stride loop (lanes over consecutive elements) in {fn.name}",
                              span(lp, "warp-stride loop"), 0.85)
     return missing(f"no {kind}-stride loop in reachable CUDA code", confidence=0.85)

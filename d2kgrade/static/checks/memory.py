@@ -54,7 +54,7 @@ def _fed(fl: Flow, fn: Function, tainted: Taint, seeds: set[int], reductions: li
 
 
 def _load_seeds(fl: Flow, fn: Function, loads: list[tuple[Call, set[str]]], min_sources: int, min_loads: int,
-                failed_cover: set[int]) -> Iterator[tuple[Taint, set[int], set[str], list[Call]]]:
+                failed_cover: set[int], same_base: bool = False) -> Iterator[tuple[Taint, set[int], set[str], list[Call]]]:
     """Values that load_feeds tries, in order: each load, or (``min_sources``/``min_loads`` >= 2) each
     assignment combining enough loads, with the definitions that depend on it element-wise.
 
@@ -68,22 +68,62 @@ def _load_seeds(fl: Flow, fn: Function, loads: list[tuple[Call, set[str]]], min_
             yield fl.taint(fn, None, {id(c.expr)}), {id(c.expr)}, b, [c]
         return
     per_load = [(c, b, fl.taint(fn, None, {id(c.expr)})) for c, b in loads]
+
+    def enough(srcs: list[tuple[Call, set[str]]]) -> bool:
+        distinct = {frozenset(b) for _, b in srcs}
+        if same_base:
+            per_base: dict[str, int] = {}
+            for _, b in srcs:
+                for x in b:
+                    per_base[x] = per_base.get(x, 0) + 1
+            return len(distinct) >= min_sources and max(per_base.values(), default=0) >= min_loads
+        return len(distinct) >= min_sources and len(srcs) >= min_loads
+
     for a in fn.assigns:
         srcs = [(c, b) for c, b, t in per_load if id(a) in t.defs and b]
         distinct = {frozenset(b) for _, b in srcs}
-        if len(distinct) >= min_sources and len(srcs) >= min_loads and id(a) not in failed_cover:
+        if enough(srcs) and id(a) not in failed_cover:
             yield fl.taint(fn, Taint({id(a)}, set()), set()), set(), set().union(*distinct), [c for c, _ in srcs]
+    if same_base:  # the loads of one pointer together (x1 and x2 of a row, each output reading both)
+        by_base: dict[str, list[tuple[Call, Taint]]] = {}
+        for c, b, t in per_load:
+            for x in b:
+                by_base.setdefault(x, []).append((c, t))
+        for base, group in by_base.items():
+            if len(group) < min_loads:
+                continue
+            combined = False
+            for kind, st, _ in fl.memory_ops(fn):
+                v = fl.stored_value(st) if kind == "store" else None
+                if v is not None and sum(fl.reads_through(v, fn, t, {id(c.expr)}, site_of(st))
+                                         for c, t in group) >= min_loads:
+                    combined = True
+                    break
+            if combined:
+                seeds = {id(c.expr) for c, _ in group}
+                yield fl.taint(fn, None, seeds), seeds, {base}, [c for c, _ in group]
+    # values combined inside a store's argument, never assigned: tl.store(h + i, (g * tl.sigmoid(g) * u).to(..))
+    for kind, st, _ in fl.memory_ops(fn):
+        v = fl.stored_value(st) if kind == "store" else None
+        if v is None:
+            continue
+        srcs = [(c, b) for c, b, t in per_load if b and fl.reads_through(v, fn, t, {id(c.expr)}, site_of(st))]
+        distinct = {frozenset(b) for _, b in srcs}
+        if enough(srcs):
+            yield fl.taint(fn, None, {id(v)}), {id(v)}, set().union(*distinct), [c for c, _ in srcs]
 
 
 @check("load_feeds")
 def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum", stores: int = 1,
-               min_sources: int = 1, min_loads: int = 1, single_load: bool = False) -> CheckResult:
+               min_sources: int = 1, min_loads: int = 1, single_load: bool = False,
+               same_base: bool = False) -> CheckResult:
     """One loaded value (or, with ``min_sources`` >= 2, one value combined from that many different input
     pointers; with ``min_loads`` >= 2, from that many load sites, possibly of one pointer) feeds, element-wise,
     every reduction in ``reductions`` (call names; ``any`` = any reduction, including warp shuffles and reducing
     helpers; ``[]`` = none needed) and at least ``stores`` stores, in one kernel. With ``single_load`` no other
     load of the same pointer may happen in that kernel (outside exclusive branches): the data stays on chip
-    between the reductions and the store."""
+    between the reductions and the store. ``same_base``: the ``min_loads`` load sites read one pointer (the two
+    halves of one row, ``x + c`` and ``x + I + c``), not several inputs."""
     fl = flow(facts)
     reds = as_list(reductions)
     best: tuple[int, str] = (0, "no load in reachable kernels")
@@ -93,7 +133,7 @@ def load_feeds(facts: Facts, lang: str, *, reductions: str | list[str] = "tl.sum
         if not loads:
             continue
         failed_cover: set[int] = set()
-        for tainted, seeds, bases, seed_calls in _load_seeds(fl, fn, loads, min_sources, min_loads, failed_cover):
+        for tainted, seeds, bases, seed_calls in _load_seeds(fl, fn, loads, min_sources, min_loads, failed_cover, same_base):
             red, fed_stores = _fed(fl, fn, tainted, seeds, reds)
             score = len(red) + min(len(fed_stores), stores)
             if len(red) < len(reds) or len(fed_stores) < stores:
@@ -146,11 +186,15 @@ def cache_modifier(facts: Facts, lang: str, *, value: str | list[str], op: str =
     """A reachable ``tl.load``/``tl.store`` passes ``cache_modifier`` in ``value`` (``.cg``, ``.cs``, ``.ca``...)."""
     vals = as_list(value)
     names = {"load": ["tl.load"], "store": ["tl.store"], "any": ["tl.load", "tl.store"]}[op]
-    hits = [c for fn in code(facts, lang) for c in fn.calls if c.name in names
-            and (e := c.expr.kw("cache_modifier")) is not None and e.value in vals]
+    def given(c: Call) -> object:  # a literal, or a module constant holding one (STREAM = ".cs")
+        e = c.expr.kw("cache_modifier")
+        if e is None:
+            return None
+        return facts.consts.get(e.op) if e.kind == "name" else e.value
+
+    hits = [c for fn in code(facts, lang) for c in fn.calls if c.name in names and given(c) in vals]
     if hits:
-        return found(f"{hits[0].name} with cache_modifier={hits[0].expr.kw('cache_modifier').value!r}",  # type: ignore
-                     [span(c) for c in hits[:4]], 0.95)
+        return found(f"{hits[0].name} with cache_modifier={given(hits[0])!r}", [span(c) for c in hits[:4]], 0.95)
     return missing(f"no {op} with cache_modifier in {vals}", confidence=0.9)
 
 
@@ -341,10 +385,13 @@ def no_reload_in_loop(facts: Facts, lang: str) -> CheckResult:
 
 
 @check("producer_consumer_kernels")
-def producer_consumer_kernels(facts: Facts, lang: str, *, producer_axis: int | None = None) -> CheckResult:
+def producer_consumer_kernels(facts: Facts, lang: str, *, producer_axis: int | None = None,
+                              coalesced_consumer: bool = False) -> CheckResult:
     """Two launched kernels hand data through a buffer: the first stores into a tensor that a later one loads
     (split reductions: partial results, then a combine). ``producer_axis``: the first kernel indexes its grid
-    along that axis too (``tl.program_id(1)``, ``blockIdx.y``): the work is split in two dimensions."""
+    along that axis too (``tl.program_id(1)``, ``blockIdx.y``): the work is split in two dimensions.
+    ``coalesced_consumer``: a Triton consumer reads the buffer with a unit-stride innermost ``tl.arange``
+    (``p + g*N + cols``), not with lanes across its rows (``p + tl.arange(0, G)*N + col``)."""
     fl = flow(facts)
     launches = [la for la in facts.launches if la.kernel in facts.functions]
     if lang != "any":
@@ -377,6 +424,12 @@ def producer_consumer_kernels(facts: Facts, lang: str, *, producer_axis: int | N
             loaded = {b for kind, _, bs in fl.memory_ops(k2) if kind == "load" for b in bs}
             in2 = arg_names(la2, loaded)
             shared = {v for v in out1.values() if v in in2.values()}
+            if shared and coalesced_consumer and k2.lang == "py":
+                params = {p for p, v in in2.items() if v in shared}
+                reads = [c for kind, c, bs in fl.memory_ops(k2) if kind == "load" and bs & params]
+                if not any((ptr := c.expr.kw("pointer", 0)) is not None and _unit_arange(fl, ptr, k2) is not None
+                           for c in reads):
+                    continue
             if shared:
                 return found(f"{k1.name} writes {', '.join(sorted(shared))}, which {k2.name} then reads",
                              [span(la1, f"launch of {k1.name}"), span(la2, f"launch of {k2.name}")], 0.85)
@@ -425,6 +478,19 @@ def _unit_arange(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> Expr | None
     return None
 
 
+def _size_at(fl: Flow, fn: Function, e: Expr, la: object, caller: Function) -> int | None:
+    """An arange size of ``fn`` at launch ``la``: a constant, or the launch's value for a parameter."""
+    r = fl.root(e, fn)
+    v = fl.fold(r, fn)
+    if isinstance(v, int):
+        return v
+    if r.kind == "name" and r.op in fn.params:
+        b = fl.launch_arg(la, fn, r.op)  # type: ignore[arg-type]
+        v = fl.fold(b, caller) if b is not None else None
+        return v if isinstance(v, int) else None
+    return None
+
+
 @check("contiguous_tile_access")
 def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4, op: str = "load") -> CheckResult:
     """Loads that Triton can issue as 128-bit vectors: a tile whose innermost index is ``tl.arange`` with unit
@@ -466,6 +532,10 @@ def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4, 
                 continue
             size = fl.root(ar.args[1], fn)
             narrow = False
+            # the other axes of a 2-D/3-D tile ([ROWS, W]): their threads share the tile, so a thread holds
+            # min(W, ROWS*W / threads) contiguous elements, not W / threads
+            others = {id(n): n.args[1] for n, f, _ in fl.walk(ptr, fn, depth=6)
+                      if f is fn and n.kind == "call" and n.op == "tl.arange" and n is not ar and len(n.args) == 2}
             if size.kind == "name" and size.op in fn.params:
                 for la in fl.launches_of(fn):
                     caller = facts.functions.get(la.caller)
@@ -474,7 +544,13 @@ def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4, 
                     if caller is None or b is None:
                         continue
                     bv, wv = fl.fold(b, caller), fl.fold(w, caller) if w is not None else 4
-                    if isinstance(bv, int) and isinstance(wv, int) and bv < min_per_thread * 32 * wv:
+                    if not (isinstance(bv, int) and isinstance(wv, int)):
+                        continue
+                    rest = 1
+                    for e in others.values():
+                        ov = _size_at(fl, fn, e, la, caller)
+                        rest = rest * ov if isinstance(ov, int) and isinstance(rest, int) else None
+                    if rest is not None and min(bv, bv * rest / (32 * wv)) < min_per_thread:
                         narrow = True
                         reason = (f"{fn.name} is launched with {size.op}={bv} and num_warps={wv}: fewer than "
                                   f"{min_per_thread} contiguous elements per thread")

@@ -193,15 +193,34 @@ def _divisions(fn: Function):  # noqa: ANN202
                 yield n, n.args[0], n.args[1], site
 
 
+def _updated_in_loop(fn: Function, den: Expr, loops: tuple[int, ...]) -> bool:
+    """Is the denominator recomputed inside one of the loops around the division (a running sum divided by on
+    every iteration), rather than fixed before them (``y[i] = o[i] / l`` in a thread-strided store loop)?"""
+    names = den.names()
+    for lid in loops:
+        lp = fn.loop(lid)
+        for n in names:
+            if lp is not None and n == lp.var:
+                continue
+            if any(lid in a.loops and not (a.value.kind == "other" and a.value.op == "loop-var")
+                   for a in fn.defs().get(n, [])):
+                return True
+    return False
+
+
 @check("division_by_reduction")
-def division_by_reduction(facts: Facts, lang: str) -> CheckResult:
+def division_by_reduction(facts: Facts, lang: str, *, in_loop: bool | None = None) -> CheckResult:
     """Some element-wise value is divided by a reduced value (``p / s``, ``h / tl.sqrt(ms + eps)``): one division per
-    element. Usually negated: the property is to compute a reciprocal (or rsqrt) once and multiply."""
+    element. Usually negated: the property is to compute a reciprocal (or rsqrt) once and multiply. ``in_loop``:
+    only divisions inside (True) or outside (False) a loop (an online softmax renormalised by its running sum on
+    every key block, instead of once after the loop)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         taint = _load_taint(fl, fn)
         seeds = {id(c.expr) for kind, c, _ in fl.memory_ops(fn) if kind == "load"}
         for node, num, den, site in _divisions(fn):
+            if in_loop is not None and _updated_in_loop(fn, den, site[1]) != in_loop:
+                continue
             if fl.fold(num, fn) is not None:
                 continue
             if not fl.reads_through(num, fn, taint, seeds, site):
@@ -351,10 +370,11 @@ def chan_merge(facts: Facts, lang: str) -> CheckResult:
 
 
 @check("atomic_of_reduction")
-def atomic_of_reduction(facts: Facts, lang: str, *, carried: bool = False) -> CheckResult:
+def atomic_of_reduction(facts: Facts, lang: str, *, carried: bool = False, scans: bool = False) -> CheckResult:
     """An atomic add publishes a reduced partial (``tl.atomic_add(y + row, tl.sum(chunk))``, ``atomicAdd(&y[r],
     warp_sum)``): one atomic per chunk, not per element. ``carried``: a loop accumulator counts as a partial too
-    (a split-K tile's ``acc`` added into an fp32 workspace)."""
+    (a split-K tile's ``acc`` added into an fp32 workspace). ``scans``: so does a (segmented) scan's value, masked
+    to segment ends (``tl.associative_scan``/``tl.cumsum`` over an nnz window, then one atomic per row piece)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         for c in fn.calls:
@@ -364,6 +384,8 @@ def atomic_of_reduction(facts: Facts, lang: str, *, carried: bool = False) -> Ch
                     continue
                 if fl.reduction_derived(v, fn) is not None:
                     return found(f"atomic add of a reduced partial in {fn.name}", span(c, "atomic"), 0.85)
+                if scans and any(n.kind == "call" and n.op in SCANS for n, _, _ in fl.walk(v, fn, depth=4)):
+                    return found(f"atomic add of a scanned partial in {fn.name}", span(c, "atomic"), 0.8)
                 if carried and any(n.kind == "name" and n.op in by_var and f is fn
                                    for by_var in fl.carried(fn).values() for n, f, _ in fl.walk(v, fn, depth=3)):
                     return found(f"atomic add of a loop accumulator in {fn.name}", span(c, "atomic"), 0.8)
@@ -382,15 +404,34 @@ def atomic_of_reduction(facts: Facts, lang: str, *, carried: bool = False) -> Ch
 
 
 @check("accumulator_dtype")
-def accumulator_dtype(facts: Facts, lang: str, *, dtype: str = "fp32") -> CheckResult:
+def accumulator_dtype(facts: Facts, lang: str, *, dtype: str = "fp32", atomics: bool = False,
+                      required: bool = True) -> CheckResult:
     """Every loop-carried accumulator of loaded data starts as ``dtype`` (``tl.zeros([B], dtype=tl.float32)``,
-    a float literal, ``float acc = 0.f``), and at least one exists."""
+    a float literal, ``float acc = 0.f``), and (``required``) at least one exists. ``atomics``: atomic adds of
+    loaded data are accumulators too, and fail when their value is converted to another type first
+    (``tl.atomic_add(dw + cols, (dy * xhat).to(tl.bfloat16))``)."""
     from d2kgrade.static.lower import dtype_of
 
     fl = flow(facts)
     good: list[Span] = []
     for fn in code(facts, lang):
         taint = _load_taint(fl, fn)
+        if atomics:
+            for c in fn.calls:
+                if c.name not in ("tl.atomic_add", "atomicAdd", "atomicAdd_block", "atomicAdd_system"):
+                    continue
+                v = c.expr.kw("val", 1)
+                if v is None or not fl.reads_through(v, fn, taint, set(), site_of(c)):
+                    continue
+                root = fl.root(v, fn)
+                defs = fn.defs().get(root.op, []) if root.kind == "name" else []
+                if len(defs) == 1:  # val = (dy * xhat).to(tl.bfloat16); tl.atomic_add(p, val)
+                    root = defs[0].value
+                dt = root.op if root.kind == "cast" else None
+                if dt is not None and dt != dtype:
+                    return missing(f"atomic accumulation in {fn.name} adds {dt} values, not {dtype}",
+                                   [span(c, "atomic add")], 0.8)
+                good.append(span(c, f"atomic accumulation of {dt or 'unconverted'} values"))
         for lid, by_var in fl.carried(fn).items():
             for v, ups in by_var.items():
                 if not any(u.aug == "+" or (u.value.kind == "bin" and u.value.op == "+") for u in ups):
@@ -415,6 +456,8 @@ def accumulator_dtype(facts: Facts, lang: str, *, dtype: str = "fp32") -> CheckR
                         good.append(Span(a.line, a.end_line, f"{v}: {dtype} accumulator"))
     if good:
         return found(f"{len(good)} {dtype} accumulator(s)", good[:4], 0.8)
+    if not required:
+        return found(f"no accumulator of loaded data in another type than {dtype}", [], 0.6)
     return missing(f"no {dtype} loop accumulator of loaded data", confidence=0.7)
 
 

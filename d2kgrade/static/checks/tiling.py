@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from d2kgrade.static.checkutil import as_list, code, is_persistent, matches, span, tile_loop_refs
-from d2kgrade.static.dataflow import Flow, flow
+from d2kgrade.static.dataflow import Flow, Site, flow, site_of
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Expr, Function
+from d2kgrade.static.ir import COMPUTED, Expr, Function
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 SM_SOURCES = ["multi_processor_count", "multiprocessor_count", "multiProcessorCount", "cudaDevAttrMultiProcessorCount",
@@ -242,6 +242,9 @@ def num_stages(facts: Facts, lang: str, *, min: int = 3) -> CheckResult:  # noqa
             if vals and max(vals) >= min:
                 return found(f"autotune configs with num_stages up to {max(vals)} for {fn.name}",
                              Span(fn.autotune.line, fn.autotune.end_line, "configs"), 0.85)
+            if any(c.num_stages == COMPUTED for c in fn.autotune.configs):  # as a computed launch value counts
+                return found(f"autotune configs of {fn.name} set num_stages (computed)",
+                             Span(fn.autotune.line, fn.autotune.end_line, "configs"), 0.7)
         for la in fl.launches_of(fn):
             ns = la.kwargs.get("num_stages")
             caller = facts.functions.get(la.caller)
@@ -303,10 +306,13 @@ def _arange_dims(fl: Flow, e: Expr, fn: Function) -> int:
 
 
 @check("tile_rank")
-def tile_rank(facts: Facts, lang: str, *, min: int = 2, op: str = "load") -> CheckResult:  # noqa: A002
+def tile_rank(facts: Facts, lang: str, *, min: int = 2, op: str = "load",  # noqa: A002
+              pid_rows: bool = False) -> CheckResult:
     """A reachable ``tl.load`` (``op: load``) or ``tl.store`` (``store``) addresses a tile of rank >= ``min`` built
     by broadcasting aranges (``rows[:, None] * stride + cols[None, :]``; 3 for ``[:, None, None]``), or a block
-    pointer/descriptor of that rank: several rows (tokens, heads) per program."""
+    pointer/descriptor of that rank: several rows (tokens, heads) per program. ``pid_rows``: the leading axis
+    (``rows[:, None]``) is offset by the program id, i.e. the program owns those rows (not a ``[2, BLOCK]``
+    tile of gathered halves)."""
     fl = flow(facts)
     best = 0
     for fn in code(facts, "triton"):
@@ -315,10 +321,25 @@ def tile_rank(facts: Facts, lang: str, *, min: int = 2, op: str = "load") -> Che
                 continue
             ptr = c.expr.kw("pointer", 0)
             r = _arange_dims(fl, ptr, fn) if ptr is not None else 0
+            if pid_rows and r >= min and not _pid_lead_axis(fl, ptr, fn):
+                continue
             best = max(best, r)
             if r >= min:
                 return found(f"{r}-D tile {op} in {fn.name}", span(c, f"{r}-D tile"), 0.85)
-    return missing(f"no {op} of a tile of rank >= {min} (largest: {best})", confidence=0.8)
+    rows = " with program-owned rows" if pid_rows else ""
+    return missing(f"no {op} of a tile of rank >= {min}{rows} (largest: {best})", confidence=0.8)
+
+
+def _pid_lead_axis(fl: Flow, e: Expr, fn: Function) -> bool:
+    """Does the address broadcast a program-id-derived index along its leading axis (``rows[:, None, ...]``)?"""
+    for n, f, _ in fl.walk(e, fn, depth=4):
+        if n.kind != "sub" or len(n.args) < 3:
+            continue
+        lead, rest = n.args[1], n.args[2:]
+        if lead.kind == "other" and lead.op == "slice" and all(i.kind == "const" and i.value is None for i in rest):
+            if fl.pid_derived(n.args[0], f):
+                return True
+    return False
 
 
 def _arange_sizes(fl: Flow, e: Expr, fn: Function) -> list[Expr]:
@@ -399,10 +420,32 @@ def reversed_pid(facts: Facts, lang: str) -> CheckResult:
     for fn in code(facts, lang):
         for a in fn.assigns:
             for n in a.value.walk():
-                if n.kind == "bin" and n.op == "-" and len(n.args) == 2 and fl.pid_derived(n.args[1], fn) \
-                        and not fl.pid_derived(n.args[0], fn):
+                if n.kind == "bin" and n.op == "-" and len(n.args) == 2 and _pid_index(fl, n.args[1], fn) \
+                        and not _pid_index(fl, n.args[0], fn):
                     return found(f"reversed program order in {fn.name}", Span(a.line, a.end_line, "n - pid"), 0.8)
     return missing("program ids are used in launch order", confidence=0.8)
+
+
+_INDEX_CALLS = {"tl.cdiv", "tl.minimum", "tl.maximum", "min", "max", "tl.num_programs", "tl.multiple_of"}
+
+
+def _pid_index(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> bool:
+    """Is ``e`` integer index arithmetic on the program id (``pid // G``, ``rest % n_m``), not data that merely
+    passed through a load or a dot addressed by it (a running max is not a tile index)?"""
+    if depth > 8:
+        return False
+    k = e.kind
+    if k == "call":
+        if e.op == "tl.program_id":
+            return True
+        return e.op in _INDEX_CALLS and any(_pid_index(fl, x, fn, depth + 1) for x in e.args)
+    if k == "name":
+        if e.op.startswith("blockIdx"):
+            return True
+        return any(d.value.kind != "other" and _pid_index(fl, d.value, fn, depth + 1) for d in fl.defs(e.op, fn))
+    if k in ("bin", "unary", "ternary", "cast"):
+        return any(_pid_index(fl, x, fn, depth + 1) for x in e.args)
+    return False
 
 
 @check("shape_dependent_blocks")
@@ -435,10 +478,12 @@ def shape_dependent_blocks(facts: Facts, lang: str) -> CheckResult:
 
 
 @check("head_group_mapping")
-def head_group_mapping(facts: Facts, lang: str) -> CheckResult:
+def head_group_mapping(facts: Facts, lang: str, *, fastest: bool = False) -> CheckResult:
     """Query heads that share a KV head are mapped to neighbouring programs: a program-id-derived head index is
     divided by the group size (``kv_head = q_head // (HQ // HKV)``, or the group member taken as ``pid % GROUP``
-    with ``GROUP = HQ // HKV``), so the heads reading the same K/V run side by side."""
+    with ``GROUP = HQ // HKV``), so the heads reading the same K/V run side by side. ``fastest``: the group member
+    is the fastest-varying digit of the launch order (``tl.program_id(0) % GROUP``, ``blockIdx.x % G``), so the
+    G heads of a KV head run at the same moment (a grid whose fastest axis is the query tile does not count)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         for a in fn.assigns:
@@ -448,6 +493,8 @@ def head_group_mapping(facts: Facts, lang: str) -> CheckResult:
                 if n.op == "/" and fn.lang != "cuda":
                     continue
                 left, right = n.args
+                if fastest and (n.op != "%" or not _launch_index(fl, left, fn, site_of(a))):
+                    continue
                 if not fl.pid_derived(left, fn):
                     continue
                 for x, f, _ in fl.walk(right, fn, depth=3):
@@ -455,7 +502,26 @@ def head_group_mapping(facts: Facts, lang: str) -> CheckResult:
                             y.kind == "name" and fl.fold(y, f) is None for y in x.args):
                         return found(f"head index {a.targets[0]} grouped by a head ratio in {fn.name}",
                                      Span(a.line, a.end_line, "q heads -> kv head"), 0.75)
+    if fastest:
+        return missing("the fastest launch index is never split by a query/KV head ratio", confidence=0.7)
     return missing("no program-id head index divided by a query/KV head ratio", confidence=0.7)
+
+
+def _launch_index(fl: Flow, e: Expr, fn: Function, site: Site | None = None) -> bool:
+    """Is ``e`` (read at ``site``) the launch index itself (``tl.program_id(0)``, ``blockIdx.x``), possibly through
+    a plain copy (``pid = tl.program_id(0)``; later ``pid = pid // G`` redefinitions do not reach ``site``)?"""
+    r = fl.root(e, fn)
+    if r.kind == "name" and r.op == "blockIdx.x":
+        return True
+    if r.kind == "name":
+        defs = fl.defs(r.op, fn)
+        if site is not None:
+            defs = [d for d in defs if fl.reaches(d, site, defs)]
+        r = defs[0].value if len(defs) == 1 else r
+    if r.kind == "call" and r.op == "tl.program_id":
+        ax = r.kw("axis", 0)
+        return ax is not None and fl.fold(ax, fn) == 0
+    return r.kind == "name" and r.op == "blockIdx.x"
 
 
 @check("index_math")

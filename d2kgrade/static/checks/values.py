@@ -109,10 +109,25 @@ def read_modify_write(facts: Facts, lang: str, *, in_loop: bool = True) -> Check
 
 
 @check("carried_stored_after_loop")
-def carried_stored_after_loop(facts: Facts, lang: str, *, into: str = "persistent") -> CheckResult:
+def carried_stored_after_loop(facts: Facts, lang: str, *, into: str = "persistent", rmw: bool = False) -> CheckResult:
     """Values accumulated across a loop's iterations (``acc += ...``) are stored once after it. ``into:
-    persistent`` requires the loop to be a persistent loop over work items (per-program partial sums)."""
+    persistent`` requires the loop to be a persistent loop over work items (per-program partial sums). ``rmw``: a
+    buffer loaded and stored back inside such a loop counts too (partial sums kept in an L2-resident private row,
+    read-modify-written for every item, when they do not fit in registers)."""
     fl = flow(facts)
+    if rmw:
+        for fn in code(facts, lang):
+            mem = fl.memory_ops(fn)
+            for kind, c, b in mem:
+                if kind != "store" or not b or not c.loops:
+                    continue
+                outer = fn.loop(c.loops[0])
+                if outer is None or (into == "persistent" and not is_persistent(fl, fn, outer)):
+                    continue
+                for k2, c2, b2 in mem:
+                    if k2 == "load" and b2 & b and c.loops[0] in c2.loops:
+                        return found(f"{fn.name} updates {', '.join(sorted(b & b2))} in place inside the loop at "
+                                     f"line {outer.line}", [span(c2, "load"), span(c, "store back")], 0.8)
     for fn in code(facts, lang):
         for lid, by_var in fl.carried(fn).items():
             lp = fn.loop(lid)

@@ -19,7 +19,7 @@ def walk(o_acc, mass, top, a, K, V, r0, lo, hi, n, st, c, i_m, i_n, i_d, EDGE: t
         b = tl.load(K + rr * st + i_d[None, :], mask=live, other=0.0)
         z = tl.dot(a, tl.trans(b))
         if EDGE:
-            z = tl.where((i_m[:, None] >= (j + i_n)[None, :]) & live.T, z, -float("inf"))
+            z = tl.where((i_m[:, None] >= (j + i_n)[None, :]) & ((j + i_n) < n)[None, :], z, -float("inf"))
         nt = tl.maximum(top, tl.max(z, axis=1) * c)
         e = tl.exp2(z * c - nt[:, None])
         fix = tl.exp2(top - nt)
@@ -70,6 +70,7 @@ def kernel(q, k, v, *, causal):
     o = torch.empty_like(q)
     lse = torch.empty((B, HA, n), dtype=torch.float32, device=q.device)
     bn = 128 if W <= 128 else 64
+    assert causal or n % bn == 0
     c = 1.0 / math.sqrt(W) / LN2
     mix[(B * HA * triton.cdiv(n, 128),)](q, k, v, o, lse, n, c, W, HA=HA, HB=HB, W=W, EDGE_ON=causal, BM=128, BN=bn,
                                          num_warps=8, num_stages=3)
