@@ -182,7 +182,8 @@ def _args_problem(name: str, args: dict[str, Any]) -> str | None:
     for arg, value in args.items():
         hint = hints.get(arg)
         if hint is not None and not _fits(value, hint):
-            return f"check {name!r}: argument {arg!r} is {value!r} ({type(value).__name__}), expected {_type_name(hint)}"
+            return (f"check {name!r}: argument {arg!r} is {value!r} ({type(value).__name__}), "
+                    f"expected {_type_name(hint)}")
     return None
 
 

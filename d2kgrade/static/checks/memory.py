@@ -54,7 +54,8 @@ def _fed(fl: Flow, fn: Function, tainted: Taint, seeds: set[int], reductions: li
 
 
 def _load_seeds(fl: Flow, fn: Function, loads: list[tuple[Call, set[str]]], min_sources: int, min_loads: int,
-                failed_cover: set[int], same_base: bool = False) -> Iterator[tuple[Taint, set[int], set[str], list[Call]]]:
+                failed_cover: set[int], same_base: bool = False
+                ) -> Iterator[tuple[Taint, set[int], set[str], list[Call]]]:
     """Values that load_feeds tries, in order: each load, or (``min_sources``/``min_loads`` >= 2) each
     assignment combining enough loads, with the definitions that depend on it element-wise.
 
