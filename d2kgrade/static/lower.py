@@ -110,9 +110,10 @@ class Lowerer:
         return canonical(".".join([root, *reversed(parts)]))
 
     def expr(self, node: ast.expr | None) -> Expr:
-        # The hottest function of the analyser (one call per AST node): positional Expr(...) calls and list
-        # comprehensions instead of keywords and generators are ~25% faster here (Expr's fields, in order:
-        # kind, op, args, kwargs, recv, value, line, end_line).
+        # The hottest function of the analyser (one call per AST node). Positional Expr(...) calls and list
+        # comprehensions instead of keywords and generators (with the leaner import scan in pyfacts) cut the
+        # lowering of the 150-250-line references from 95 to 77 M instructions (callgrind). Expr's fields, in
+        # order: kind, op, args, kwargs, recv, value, line, end_line.
         if node is None:
             return Expr("const", "None")
         t = type(node)
