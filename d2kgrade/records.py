@@ -50,6 +50,9 @@ class OutputError(Record):
     """Largest |out - ref| over finite elements."""
     max_rel_err: float = 0.0
     """Largest |out - ref| / |ref| over finite elements."""
+    tol_ratio: float = 0.0
+    """Largest |out - ref| / (atol + rtol*|ref|) over finite elements: the share of the tolerance the worst
+    element uses (above 1 fails; ``inf`` for an exact-match output that differs)."""
     n_bad: int = 0
     """Elements out of tolerance."""
     n_total: int = 0

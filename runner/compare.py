@@ -27,6 +27,7 @@ class Mismatch:
     reason: str = ""
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
+    tol_ratio: float = 0.0
     n_bad: int = 0
     n_total: int = 0
     first_bad_index: list[int] | None = None
@@ -59,7 +60,7 @@ def compare_tensor(name: str, out: Any, ref: torch.Tensor, tol: tuple[float, flo
     dev = out.device
     o_flat = out.detach().reshape(-1)
     r_flat = ref.detach().to(dev).reshape(-1)
-    n_bad, max_abs, max_rel, first = 0, 0.0, 0.0, -1
+    n_bad, max_abs, max_rel, ratio, first = 0, 0.0, 0.0, 0.0, -1
     for start in range(0, n, _CHUNK):
         oc = o_flat[start:start + _CHUNK]
         oc = oc.double() if oc.dtype != torch.bool else oc.to(torch.float64)
@@ -77,13 +78,17 @@ def compare_tensor(name: str, out: Any, ref: torch.Tensor, tol: tuple[float, flo
         if bool(fin.any()):
             max_abs = max(max_abs, float(diff[fin].max()))
             max_rel = max(max_rel, float((diff / rc.abs().clamp_min(1e-30))[fin].max()))
+            if atol > 0 or rtol > 0:
+                ratio = max(ratio, float((diff / (atol + rtol * rc.abs()))[fin].max()))
+            elif bool((diff[fin] > 0).any()):
+                ratio = float("inf")
     if n_bad == 0:
-        return Mismatch(name, True, "", max_abs, max_rel, 0, n)
+        return Mismatch(name, True, "", max_abs, max_rel, ratio, 0, n)
     idx = _unravel(first, tuple(ref.shape))
     got = float(o_flat[first].double())
     exp = float(r_flat[first].double())
     return Mismatch(name, False, f"{n_bad} of {n} elements out of tolerance (atol={atol:g}, rtol={rtol:g}); "
-                    f"first at {idx}: got {got!r}, expected {exp!r}", max_abs, max_rel, n_bad, n, idx, got, exp)
+                    f"first at {idx}: got {got!r}, expected {exp!r}", max_abs, max_rel, ratio, n_bad, n, idx, got, exp)
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:

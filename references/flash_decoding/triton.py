@@ -138,7 +138,13 @@ def _decode_split_kernel(
         v = tl.load(v_base + rows[:, None] * stride_vl + offs_d[None, :], mask=kv_mask, other=0.0,
                     eviction_policy="evict_first")
         if G_PAD >= 16:
-            acc = tl.dot(p.to(v_ptr.dtype.element_ty), v, acc * alpha[:, None])
+            # P as a sum of two bf16 terms (hi + the rounding residue lo): the PV MMA then sees ~16 bits of each
+            # probability instead of 8. One bf16 P put 3 of 524288 outputs past the tolerance on the H200
+            # (b64_4k_gqa8, "offset" draw); the second MMA is free in a stream bound by the KV bytes.
+            p_hi = p.to(v_ptr.dtype.element_ty)
+            p_lo = (p - p_hi.to(tl.float32)).to(v_ptr.dtype.element_ty)
+            acc = tl.dot(p_hi, v, acc * alpha[:, None])
+            acc = tl.dot(p_lo, v, acc)
         else:
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v.to(tl.float32)[None, :, :], axis=1)
         m_i = m_new

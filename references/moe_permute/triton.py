@@ -4,17 +4,18 @@ stable expert-major permutation of the T*k (token, slot) pairs, in three launche
 1. ``_moe_route_kernel``, one program per block of BLOCK_T tokens: the [BLOCK_T, E] logit tile stays in
    registers; k rounds of ``tl.argmax(..., tie_break_left=True)`` with the winner masked to -inf pick the experts
    (lowest index on ties), and the weights are exp2((l - l_max) log2 e) over just the k picks, times the
-   reciprocal of their sum (the full softmax denominator cancels). The same pass counts the block's pairs per
-   expert with ``tl.histogram`` and stores that row of the [blocks, E] count matrix (no atomics, so hot experts
-   cost nothing extra), and ranks each pair among the block's earlier pairs of its expert with an inclusive
-   ``tl.cumsum`` down a one-hot [BLOCK_T*k, E] tile, in (token, slot) order. The rank goes to row_id_map, which
+   reciprocal of their sum (the full softmax denominator cancels). The same pass builds a one-hot [BLOCK_T*k, E]
+   tile of the block's pairs: its column sums are the block's per-expert counts, stored as one row of the
+   [blocks, E] count matrix (no atomics, so hot experts cost nothing extra), and an inclusive ``tl.cumsum`` down
+   it ranks each pair among the block's earlier pairs of its expert, in (token, slot) order. (The first version
+   counted with ``tl.histogram``; the column sum of the tile the ranks need anyway is one reduction less.) The rank goes to row_id_map, which
    the scatter overwrites with the final row. The one-hot tile is capped at 8192 elements (64 per thread), so
    BLOCK_T is 4 tokens for E = 256, k = 8 (2048 programs), 8 for E = 128, k = 8 and 128 for E = 8, k = 2.
 2. ``_moe_scan_kernel``, one program per group of EG experts: walks the count matrix down its columns and
    replaces each count with the number of pairs of that expert in earlier blocks (an exclusive scan), and writes
    the per-expert totals. Stable and deterministic: ranks never come from global atomics.
-3. ``_moe_scatter_kernel``, one program per source token: expert_offsets = exclusive cumsum of the totals (E
-   values, recomputed per program; program 0 stores them), dest = offsets[e] + base[block, e] + rank, and the
+3. ``_moe_scatter_kernel``, one program per source token: start[e] = the totals of the experts before e (E
+   values, a masked sum per slot; program j stores expert_offsets[j]), dest = start[e] + base[block, e] + rank, and the
    token's row is read once (evict_first) in BLOCK_H chunks of 16-byte vectors and stored to its k destinations
    with streaming stores.
 
@@ -55,7 +56,7 @@ def _moe_route_kernel(
     logits_ptr, ids_ptr, weights_ptr, counts_ptr, rank_ptr,
     T, E,
     stride_lt,
-    K: tl.constexpr, K_P2: tl.constexpr, E_P2: tl.constexpr, BINS: tl.constexpr, BLOCK_T: tl.constexpr,
+    K: tl.constexpr, K_P2: tl.constexpr, E_P2: tl.constexpr, BLOCK_T: tl.constexpr,
 ):
     """Routes tokens [pid*BLOCK_T, +BLOCK_T): reads BLOCK_T*E*4 bytes of logits; writes each pair's id, weight
     and block-local rank (12 bytes per pair) and the block's E expert counts."""
@@ -88,10 +89,8 @@ def _moe_route_kernel(
     N: tl.constexpr = BLOCK_T * K_P2
     flat_ids = tl.reshape(ids, [N])
     flat_ok = tl.reshape(pair_ok, [N])
-    counts = tl.histogram(flat_ids, BINS, mask=flat_ok)
-    bins = tl.arange(0, BINS)
-    tl.store(counts_ptr + blk * E + bins, counts, mask=bins < E)
     one_hot = ((flat_ids[:, None] == cols[None, :]) & flat_ok[:, None]).to(tl.int32)
+    tl.store(counts_ptr + blk * E + cols, tl.sum(one_hot, axis=0), mask=cols < E)
     rank = tl.sum(tl.cumsum(one_hot, axis=0) * one_hot, axis=1) - 1
     tl.store(rank_ptr + tl.reshape(pair, [N]), rank, mask=flat_ok)
 
@@ -121,26 +120,28 @@ def _moe_scan_kernel(
 @triton.jit
 def _moe_scatter_kernel(
     x_ptr, xp_ptr, ids_ptr, base_ptr, totals_ptr, row_map_ptr, offsets_ptr,
-    E, H,
+    n_tokens, E, H,
     stride_xt, stride_pt,
     K: tl.constexpr, K_P2: tl.constexpr, E_P2: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     """Token pid: computes the k destination rows and copies X[pid] (H*2 bytes read once) to each of them
     (k*H*2 bytes written); row_id_map[pid] (the route kernel's ranks) is replaced by the destinations."""
     t = tl.program_id(0)
-    # expert_offsets: exclusive cumsum of the per-expert totals (E values from L2).
+    # Where each expert's rows start: the totals of the experts before it (E values from L2). Written as masked
+    # sums, not a tl.cumsum of the E_P2-vector: on the H200 that scan of a vector smaller than the program's 128
+    # threads gave wrong starts and the copies below an illegal address (mixtral_8e_top2), while the interpreter
+    # was right.
     experts = tl.arange(0, E_P2)
     totals = tl.load(totals_ptr + experts, mask=experts < E, other=0)
-    starts = tl.cumsum(totals, axis=0) - totals
-    if t == 0:
-        tl.store(offsets_ptr + experts, starts, mask=experts < E)
-        tl.store(offsets_ptr + E, tl.sum(totals, axis=0))
+    # expert_offsets[j] for j = t, t + T, ... <= E: one masked sum per entry, spread over the programs.
+    for j in range(t, E + 1, n_tokens):
+        tl.store(offsets_ptr + j, tl.sum(tl.where(experts < j, totals, 0), axis=0))
     slots = tl.arange(0, K_P2)
     slot_ok = slots < K
     e = tl.load(ids_ptr + t * K + slots, mask=slot_ok, other=0)
     rank = tl.load(row_map_ptr + t * K + slots, mask=slot_ok, other=0)
     base = tl.load(base_ptr + (t // BLOCK_T) * E + e, mask=slot_ok, other=0)
-    start = tl.sum(tl.where(experts[None, :] == e[:, None], starts[None, :], 0), axis=1)
+    start = tl.sum(tl.where(experts[None, :] < e[:, None], totals[None, :], 0), axis=1)
     dest = start + base + rank
     tl.store(row_map_ptr + t * K + slots, dest, mask=slot_ok)
     # Row copy: read X[t] once per chunk, store it k times (16-byte vectors, streaming stores).
@@ -193,12 +194,12 @@ def moe_permute(logits: torch.Tensor, X: torch.Tensor, k: int, *, _block_t: int 
     counts = torch.empty((nb, E), dtype=torch.int32, device=dev)   # every entry written by the route kernel
     totals = torch.empty(E, dtype=torch.int32, device=dev)
     _moe_route_kernel[(nb,)](logits, ids, weights, counts, row_map, T, E, logits.stride(0),
-                             K=k, K_P2=k_p2, E_P2=e_p2, BINS=max(32, e_p2), BLOCK_T=block_t, num_warps=4)
+                             K=k, K_P2=k_p2, E_P2=e_p2, BLOCK_T=block_t, num_warps=4)
     eg = _eg or min(_EG, e_p2)
     _moe_scan_kernel[(triton.cdiv(E, eg),)](counts, totals, nb, E, BLOCK_B=_scan_rows or _SCAN_ROWS, EG=eg,
                                              num_warps=4)
     block_h = _block_h or min(_BLOCK_H, max(16, triton.next_power_of_2(H)))
-    _moe_scatter_kernel[(T,)](X, X_perm, ids, counts, totals, row_map, offsets, E, H, X.stride(0), X_perm.stride(0),
+    _moe_scatter_kernel[(T,)](X, X_perm, ids, counts, totals, row_map, offsets, T, E, H, X.stride(0), X_perm.stride(0),
                               K=k, K_P2=k_p2, E_P2=e_p2, BLOCK_T=block_t, BLOCK_H=block_h, num_warps=4)
     return ids, weights, offsets, row_map, X_perm
 

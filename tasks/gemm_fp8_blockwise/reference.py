@@ -18,10 +18,14 @@ FP8_MAX = 448.0      # largest finite float8_e4m3fn
 #   block (B) with scale = amax/448. All scales are alike (amax of 128 normals is ~2.5-3.5), so a kernel that
 #   uses one scale per tensor is off by ~10-30%, but a kernel that indexes the wrong K block's scale can land
 #   close to the answer.
-# "block_scaled" multiplies every 1x128 group of A_f and every 128x128 block of B_f by its own 2^U(-6, 6) before
-#   quantizing, so scales span ~12 binades within a row and within a weight block column: a per-tensor scale, a
-#   scale applied per row instead of per K block, a transposed b_s or an off-by-one block index is an O(1) error
-#   (C is dominated by a few blocks whose position the kernel must get right).
+# "block_scaled" multiplies every 1x128 group of A_f and every 128x128 block of B_f by its own 2^U(-2, 2) before
+#   quantizing, so scales span ~4 binades within a row and within a weight block column (products of the two
+#   ~8): a per-tensor scale, a scale applied per row instead of per K block, a transposed b_s or an off-by-one
+#   block index is an O(1) error. The spread is capped at 2^+-2 because Hopper's fp8 WGMMA keeps only ~14 bits
+#   inside each 128-deep block: with 2^U(-6, 6) (first version) an outlier block's in-block rounding alone put
+#   43600 of 75M outputs of the expert kernel outside the tolerance on the H200 (near-zero outputs next to
+#   2^12-scaled blocks), and an emulation of that accumulator (13 bits) reaches 1.1x the bound at 2^+-6 but
+#   0.36x at 2^+-2, where the bf16 output rounding dominates.
 DISTRIBUTIONS = ("normal", "block_scaled")
 
 
@@ -45,9 +49,9 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     B_f = torch.randn(N, K, **f32) / math.sqrt(K)
     if dist == "block_scaled":
         A_f = (A_f.view(M, K // GROUP, GROUP)
-               * 2.0 ** (torch.rand(M, K // GROUP, 1, **f32) * 12.0 - 6.0)).view(M, K)
+               * 2.0 ** (torch.rand(M, K // GROUP, 1, **f32) * 4.0 - 2.0)).view(M, K)
         B_f = (B_f.view(N // GROUP, GROUP, K // GROUP, GROUP)
-               * 2.0 ** (torch.rand(N // GROUP, 1, K // GROUP, 1, **f32) * 12.0 - 6.0)).view(N, K)
+               * 2.0 ** (torch.rand(N // GROUP, 1, K // GROUP, 1, **f32) * 4.0 - 2.0)).view(N, K)
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     A, a_s = _quantize(A_f, 1)

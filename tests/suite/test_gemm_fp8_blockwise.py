@@ -123,7 +123,7 @@ def test_input_maker_quantizes_per_group_and_block():
     a_n = make_inputs(REF, s, seed=3, device="cpu", dist="normal")[2]
     a_b = make_inputs(REF, s, seed=3, device="cpu", dist="block_scaled")[2]
     spread = lambda a: float((a.log2().amax(1) - a.log2().amin(1)).mean())  # noqa: E731
-    assert spread(a_b) > 4 > spread(a_n)  # block_scaled: scales of one row span binades
+    assert spread(a_b) > 1.5 > 0.75 > spread(a_n)  # block_scaled: the 3 scales of a row span binades
 
 
 def test_routing_and_split():
