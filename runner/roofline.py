@@ -31,8 +31,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FLOOR_MARGIN = 0.85
-"""A median under ``FLOOR_MARGIN * floor`` is impossible: rejected (``below_roofline``)."""
+FLOOR_MARGIN = 0.8
+"""A median under ``FLOOR_MARGIN * floor`` is impossible: rejected (``below_roofline``). Measured on the H200
+(benchmarks/references_h200.json): production kernels reach up to 1.064x the floor (cuDNN on vae_decoder_512, the
+expert GEMM on down_proj_long_k: copy and cuBLAS rates are not the hardware's last percent), so the margin leaves
+them ~18% of room while a kernel that skips work is still caught."""
 
 # Upper physical bounds used to sanity-check a cached file (an H200 is ~4.8 TB/s and ~1 PFLOP/s dense bf16).
 MAX_BANDWIDTH = 20e12

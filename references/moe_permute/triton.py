@@ -134,8 +134,8 @@ def _moe_scatter_kernel(
     experts = tl.arange(0, E_P2)
     totals = tl.load(totals_ptr + experts, mask=experts < E, other=0)
     # expert_offsets[j] for j = t, t + T, ... <= E: one masked sum per entry, spread over the programs.
-    for j in range(t, E + 1, n_tokens):
-        tl.store(offsets_ptr + j, tl.sum(tl.where(experts < j, totals, 0), axis=0))
+    for e_out in range(t, E + 1, n_tokens):
+        tl.store(offsets_ptr + e_out, tl.sum(tl.where(experts < e_out, totals, 0), axis=0))
     slots = tl.arange(0, K_P2)
     slot_ok = slots < K
     e = tl.load(ids_ptr + t * K + slots, mask=slot_ok, other=0)
@@ -144,15 +144,22 @@ def _moe_scatter_kernel(
     start = tl.sum(tl.where(experts[None, :] < e[:, None], totals[None, :], 0), axis=1)
     dest = start + base + rank
     tl.store(row_map_ptr + t * K + slots, dest, mask=slot_ok)
+    # Every warp re-reads the k destinations its program just stored, after a barrier, instead of using its own
+    # copy of `dest`: on the H200 (Triton 3.6) the reductions above left the right values only in the lanes that
+    # store them, and the other warps' copies sent 256-element pieces of rows to wrong (or illegal) rows, while the
+    # interpreter was right. The re-read costs k*4 bytes from L1.
+    tl.debug_barrier()
+    dest = tl.load(row_map_ptr + t * K + slots, mask=slot_ok, other=0, volatile=True)
     # Row copy: read X[t] once per chunk, store it k times (16-byte vectors, streaming stores).
     x_row = x_ptr + t.to(tl.int64) * stride_xt
+    # The k destinations are one [K_P2, BLOCK_H] store of the broadcast chunk.
+    dest_rows = xp_ptr + dest.to(tl.int64)[:, None] * stride_pt
     for h0 in range(0, H, BLOCK_H):
         h = h0 + tl.arange(0, BLOCK_H)
         h_ok = h < H
         x = tl.load(x_row + h, mask=h_ok, eviction_policy="evict_first")
-        for j in tl.static_range(K):
-            d = tl.sum(tl.where(slots == j, dest, 0), axis=0)
-            tl.store(xp_ptr + d.to(tl.int64) * stride_pt + h, x, mask=h_ok, cache_modifier=".cs")
+        tl.store(dest_rows + h[None, :], tl.broadcast_to(x[None, :], [K_P2, BLOCK_H]),
+                 mask=slot_ok[:, None] & h_ok[None, :], cache_modifier=".cs")
 
 
 # ------------------------------------------------------------------------------------------------ launcher
