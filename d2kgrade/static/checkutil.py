@@ -81,6 +81,12 @@ def grid_sized(fl: Flow, fn: Function, step: Expr) -> bool:
         arg = fl.launch_arg(la, fn, root.op)
         if caller is None or arg is None or la.grid is None:
             continue
+        const = fl.fold(arg, caller)
+        if const is not None:  # a compile-time stride (BK = 64) is the program count only if the grid is that value
+            dims = la.grid.args if la.grid.kind == "tuple" else (la.grid,)
+            if any(fl.fold(d, caller) == const for d in dims):
+                return True
+            continue
         arg_names = {n.op for n, _, _ in fl.walk(arg, caller, depth=1) if n.kind == "name"}
         grid_names = {n.op for n, _, _ in fl.walk(la.grid, caller, depth=1) if n.kind == "name"}
         grid_names -= {"triton.cdiv", "min", "max", "triton.next_power_of_2"}

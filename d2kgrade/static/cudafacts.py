@@ -52,6 +52,8 @@ class CudaLowerer(CudaExprMixin):
         self.pointers: set[str] = set()
         self.arrays: set[str] = set()
         self.pending_unroll = False
+        self.unroll_rows: dict[int, tuple[str, int]] = {}
+        """Row of a loop -> (text, row) of a ``#pragma`` blanked before it by :func:`_blank_body_pragmas`."""
 
     def text(self, n: ts.Node) -> str:
         return self.src[n.start_byte:n.end_byte].decode("utf-8", "replace")
@@ -161,12 +163,14 @@ class CudaLowerer(CudaExprMixin):
                 nxt = d.child_by_field_name("declarator")
                 if nxt is None:
                     ids = [c for c in d.children if c.type == "identifier"]
+                    # ``float (&acc)[8]``: the name sits in a parenthesized reference declarator
+                    ids = ids or [c for c in d.children if c.type.endswith("_declarator")]
                     nxt = ids[0] if ids else None
                 d = nxt
             if d is not None:
                 pname = self.text(d)
                 params.append(pname)
-                if is_ptr:
+                if is_ptr and not is_ref:  # a reference to an array is the caller's array, not memory
                     pointers.add(pname)
                 if is_ref:
                     refs.add(pname)
@@ -206,6 +210,12 @@ class CudaLowerer(CudaExprMixin):
         is_const = "constexpr" in qual_text or ("const" in qual_text.split() and self.f is None)
         for d in n.children_by_field_name("declarator"):
             value = None
+            if d.type == "function_declarator" and self.f is not None:
+                ctor = self._vexing_ctor(type_text, d)  # dim3 grid(B * H, S); parsed as a function declaration
+                if ctor is not None:
+                    a, b = self.lines(n)
+                    self.f.assigns.append(Assign((ctor[0],), ctor[1], a, b, self.loops, self.guards))
+                    continue
             if d.type == "init_declarator":
                 value = d.child_by_field_name("value")
                 d = d.child_by_field_name("declarator")
@@ -251,8 +261,39 @@ class CudaLowerer(CudaExprMixin):
                     self.f.assigns.append(Assign((name,), val, a, b, self.loops, self.guards))
                 elif is_const and val.kind == "const" and isinstance(val.value, (int, float)):
                     self.facts.consts[name] = val.value
+                elif is_const and (v := _fold_const(val, self.facts.consts)) is not None:
+                    self.facts.consts[name] = v  # constexpr float C = 2.0f * 0.79788f * LOG2E;
                 if is_const and val.kind == "const" and isinstance(val.value, (int, float)) and self.f is not None:
                     self.facts.consts.setdefault(name, val.value)
+
+    def _vexing_ctor(self, type_text: str, d: ts.Node) -> tuple[str, Expr] | None:
+        """``dim3 grid(B * H, S);`` inside a function: tree-sitter reads it as the declaration of a function whose
+        parameters are ``B *H`` and ``S``. Read back as ``grid = dim3(B * H, S)`` (a tuple of the arguments, as the
+        unambiguous ``dim3 g(B, 4)`` is), when every parameter is a type-less name or a product of names."""
+        ident = d.child_by_field_name("declarator")
+        plist = d.child_by_field_name("parameters")
+        if type_text.split("::")[-1] != "dim3" or ident is None or ident.type != "identifier" or plist is None:
+            return None
+        args: list[Expr] = []
+        for p in plist.named_children:
+            if p.type != "parameter_declaration":
+                return None
+            t = p.child_by_field_name("type")
+            if t is None or t.type != "type_identifier":
+                return None
+            a, b = self.lines(p)
+            left = Expr("name", self.text(t), line=a, end_line=b)
+            decl = p.child_by_field_name("declarator")
+            if decl is None:
+                args.append(left)
+            elif decl.type == "pointer_declarator" and (r := decl.child_by_field_name("declarator")) is not None \
+                    and r.type == "identifier":
+                args.append(Expr("bin", "*", (left, Expr("name", self.text(r), line=a, end_line=b)), line=a,
+                                 end_line=b))
+            else:
+                return None
+        a, b = self.lines(d)
+        return self.text(ident), Expr("tuple", "", tuple(args), line=a, end_line=b)
 
     # ------------------------------------------------------------------------------------------ statements
 
@@ -454,6 +495,11 @@ class CudaLowerer(CudaExprMixin):
             right = n.child_by_field_name("right")
             stop = self.expr(right) if right is not None else None
         kind = "while" if t in ("while_statement", "do_statement") else "for"
+        blanked = self.unroll_rows.get(n.start_point[0])
+        if blanked is not None:
+            row = blanked[1] + 1 + self.off
+            self.facts.tokens.append(Token("pragma", blanked[0], f.key, row, row))
+            self.pending_unroll = self.pending_unroll or bool(re.search(r"#\s*pragma\s+unroll", blanked[0]))
         loop = Loop(self.loop_ids[0] + 1, f.key, kind, var, start, stop, None, {}, a, b,
                     self.loops[-1] if self.loops else None, unroll=self.pending_unroll, guards=self.guards)
         self.loop_ids[0] += 1
@@ -484,6 +530,55 @@ def _blank(m: re.Match[str]) -> str:
     return re.sub(r"[^\n]", " ", m.group(0))
 
 
+def _fold_const(e: Expr, consts: dict, depth: int = 0) -> int | float | None:
+    """Value of a file-scope constant initialiser built from literals and earlier constants with + - * /."""
+    if depth > 12:
+        return None
+    if e.kind == "const":
+        return e.value if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) else None
+    if e.kind == "name":
+        v = consts.get(e.op)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if e.kind in ("cast", "other") and len(e.args) == 1:
+        return _fold_const(e.args[0], consts, depth + 1)
+    if e.kind == "unary" and e.op in ("-", "+") and e.args:
+        v = _fold_const(e.args[0], consts, depth + 1)
+        return None if v is None else (-v if e.op == "-" else v)
+    if e.kind == "bin" and e.op in ("+", "-", "*", "/") and len(e.args) == 2:
+        a, b = _fold_const(e.args[0], consts, depth + 1), _fold_const(e.args[1], consts, depth + 1)
+        if a is None or b is None or (e.op == "/" and b == 0):
+            return None
+        if e.op == "/" and isinstance(a, int) and isinstance(b, int):
+            return a // b if a * b >= 0 else -(-a // b)  # C integer division truncates
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if e.op == "/" else 0}[e.op]
+    return None
+
+
+_PRAGMA = re.compile(r"#\s*pragma\b")
+
+
+def _blank_body_pragmas(text: str) -> tuple[str, dict[int, tuple[str, int]]]:
+    """Blank (same length) the ``#pragma`` lines that stand as the body of an unbraced loop or ``if`` header
+    (``for (...)`` / ``#pragma unroll`` / ``for (...) ...``), which nvcc accepts and the grammar does not.
+    Returns the text and, by the row of the next code line (the nested loop), the pragma's text and row."""
+    lines = text.split("\n")
+    rows: dict[int, tuple[str, int]] = {}
+    prev = ""
+    pending: list[tuple[str, int]] = []
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if _PRAGMA.match(s) and (prev.endswith(")") or pending):
+            pending.append((s, i))
+            lines[i] = " " * len(ln)
+            continue
+        if s:
+            if pending:
+                rows[i] = pending[0]
+                pending = []
+            prev = s.split("//", 1)[0].rstrip()
+    return "\n".join(lines), rows
+
+
 def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
     """Parse one CUDA source and add its functions and tokens to ``facts`` (errors to ``facts.errors``)."""
     text = _UNSUPPORTED_ATTRS.sub(_blank, text)
@@ -491,6 +586,13 @@ def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
     tree = _PARSER.parse(src)
     root = tree.root_node
     where = "CUDA source" if source == 0 else f"CUDA source passed to load_inline (line {offset + 1})"
+    unroll_rows: dict[int, tuple[str, int]] = {}
+    if root.has_error:  # retry without pragmas in the body position of an unbraced loop header
+        text2, unroll_rows = _blank_body_pragmas(text)
+        if unroll_rows:
+            tree2 = _PARSER.parse(text2.encode("utf-8", "replace"))
+            if not tree2.root_node.has_error:
+                src, root = text2.encode("utf-8", "replace"), tree2.root_node
     if root.has_error:
         bad = _first_error(root)
         line = (bad.start_point[0] + 1 + offset) if bad is not None else offset + 1
@@ -498,7 +600,9 @@ def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
         facts.errors.append(f"{where} does not parse: {what} at line {line}")
         return
     ids = facts.memo("loop_ids", lambda: [10_000])
-    CudaLowerer(facts, src, offset, source, ids).unit(root)
+    lowerer = CudaLowerer(facts, src, offset, source, ids)
+    lowerer.unroll_rows = unroll_rows
+    lowerer.unit(root)
 
 
 def cuda_edges(facts: Facts) -> Callable[[Function], list[str]]:

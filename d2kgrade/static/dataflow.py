@@ -60,6 +60,22 @@ _INT_CALLS = {"tl.arange", "range", "tl.range", "tl.static_range", "tl.cdiv", "t
 
 def matches(name: str, patterns: str | Iterable[str]) -> bool:
     """``name`` equals a pattern, ends with ``::pattern``, or matches ``prefix*``."""
+    key = patterns if isinstance(patterns, (str, tuple)) else tuple(patterns)
+    split = _SPLIT.get(key)
+    if split is None:  # the patterns as a set of names and a tuple of prefixes, once per pattern list
+        pats = (key,) if isinstance(key, str) else key
+        if len(_SPLIT) > 4096:
+            _SPLIT.clear()
+        split = _SPLIT[key] = (frozenset(pats), tuple(p[:-1] for p in pats if p.endswith("*")))
+    if "::" not in name:  # (a prefix* pattern that equals the name also matches as a prefix)
+        return name in split[0] or (split[1] != () and name.startswith(split[1]))
+    return _matches_scoped(name, key)
+
+
+_SPLIT: dict[str | tuple[str, ...], tuple[frozenset[str], tuple[str, ...]]] = {}
+
+
+def _matches_scoped(name: str, patterns: str | tuple[str, ...]) -> bool:
     scoped = "::" in name  # only then can a ``::pattern`` suffix match (saves building that string: 1 in 20)
     for p in ((patterns,) if isinstance(patterns, str) else patterns):
         if p.endswith("*"):
@@ -87,20 +103,38 @@ class Flow:
         self._pid: dict[tuple[int, int], tuple[Expr, bool]] = {}
         self._refs: dict[tuple, tuple[Expr, bool]] = {}
         self._ints: dict[str, tuple[Function, set[str]]] = {}
+        self._callees: dict[tuple[str, str, str], str] = {}
+        self._callees_n = len(self.funcs)
+        self._flat: dict[tuple[int, int], tuple[tuple[Expr, ...], Function | None, tuple[list[Expr], bool]]] = {}
+        self._binds: dict[tuple, tuple] = {}
+        self._folds: dict[tuple[int, int], tuple[Expr, Function, Any]] = {}
+        self._sources: dict[tuple[int, str], tuple[Function, list[tuple[Expr, Function]]]] = {}
+        self._launches_of: dict[str, list[Launch]] = {}
+        self._outer_defs: dict[tuple[str, int], tuple[Function, list[Assign] | None]] = {}
 
     # ------------------------------------------------------------------------------------------ resolution
 
     def callee(self, name: str, fn: Function) -> Function | None:
         """The function a call named ``name`` in ``fn`` runs, if it is defined in the file."""
+        ckey = (name, fn.key, fn.lang)
+        if len(self.funcs) != self._callees_n:  # functions added or removed since: resolve afresh
+            self._callees.clear()
+            self._callees_n = len(self.funcs)
+        key = self._callees.get(ckey)
+        if key is None:  # the key the name resolves to (the lookups below), memoised per (name, scope)
+            key = self._callees[ckey] = self._callee_key(name, fn)
+        return self.funcs.get(key)
+
+    def _callee_key(self, name: str, fn: Function) -> str:
         if fn.lang == "cuda":
-            return self.funcs.get("cu:" + name.split("::")[-1])
+            return "cu:" + name.split("::")[-1]
         parts = fn.key.split(".")
         while parts:
-            f = self.funcs.get(".".join(parts) + "." + name)
-            if f is not None:
-                return f
+            key = ".".join(parts) + "." + name
+            if key in self.funcs:
+                return key
             parts.pop()
-        return self.funcs.get(name)
+        return name
 
     def defs(self, name: str, fn: Function) -> list[Assign]:
         """Assignments of ``name`` visible in ``fn`` (its own, else module-level ones)."""
@@ -109,6 +143,12 @@ class Flow:
             return d
         if fn.lang != "py" or name in fn.params:
             return []
+        hit = self._outer_defs.get((name, id(fn)))  # cached: module constants and closures are read often
+        if hit is None or hit[0] is not fn:
+            hit = self._outer_defs[(name, id(fn))] = (fn, self._outer(name, fn) or None)
+        return hit[1] if hit[1] is not None else []
+
+    def _outer(self, name: str, fn: Function) -> list[Assign]:
         parts = fn.key.split(".")[:-1]
         while parts:  # closures: a nested function reads its enclosing function's variables
             outer = self.funcs.get(".".join(parts))
@@ -152,6 +192,11 @@ class Flow:
                     if c.name == "launch":
                         continue
                     callee = self.callee(c.name, caller) if c.expr.recv is None or caller.lang == "cuda" else None
+                    if callee is None and caller.lang == "py" and c.name.startswith("."):
+                        # mod.f(...) on a load_inline module: the C++ host function f of its sources
+                        callee = self.funcs.get("cu:" + c.name[1:])
+                        if callee is not None and callee.kind != "cpp":
+                            callee = None
                     if callee is not None and callee is not caller:
                         sites.setdefault(callee.key, []).append((c.expr, caller))
             self._call_sites = sites
@@ -183,7 +228,10 @@ class Flow:
 
     def launches_of(self, fn: Function) -> list[Launch]:
         """Reachable launches of kernel ``fn``."""
-        return [la for la in self.facts.launches if la.kernel == fn.key]
+        hit = self._launches_of.get(fn.key)
+        if hit is None:
+            hit = self._launches_of[fn.key] = [la for la in self.facts.launches if la.kernel == fn.key]
+        return list(hit)
 
     def launch_arg(self, la: Launch, kernel: Function, param: str) -> Expr | None:
         """The expression a launch passes for ``param`` (positional or keyword, through ``*args``/``**meta``)."""
@@ -206,6 +254,16 @@ class Flow:
 
     def _flatten(self, args: tuple[Expr, ...], caller: Function | None, depth: int = 0) -> tuple[list[Expr], bool]:
         """Positional arguments with ``*seq`` spliced in; False when a sequence's length is unknown."""
+        if depth:
+            return self._flatten_at(args, caller, depth)
+        hit = self._flat.get((id(args), id(caller)))  # bind_arg asks once per parameter: splice each tuple once
+        if hit is not None and hit[0] is args and hit[1] is caller:
+            return hit[2]
+        out = self._flatten_at(args, caller, 0)
+        self._flat[(id(args), id(caller))] = (args, caller, out)
+        return out
+
+    def _flatten_at(self, args: tuple[Expr, ...], caller: Function | None, depth: int) -> tuple[list[Expr], bool]:
         flat: list[Expr] = []
         for a in args:
             if a.kind == "other" and a.op == "*" and a.args:
@@ -222,7 +280,18 @@ class Flow:
 
     def bind_arg(self, args: tuple[Expr, ...], kwargs: dict[str, Expr] | None, callee: Function, param: str,
                  caller: Function | None) -> Expr | None:
-        """The argument a call passes for ``param`` of ``callee``."""
+        """The argument a call passes for ``param`` of ``callee`` (cached: checks ask for each launch's
+        parameters again and again)."""
+        key = (id(args), id(kwargs), id(callee), param, id(caller))
+        hit = self._binds.get(key)
+        if hit is not None and hit[0] is args and hit[1] is kwargs and hit[2] is callee and hit[3] is caller:
+            return hit[4]
+        out = self._bind_arg(args, kwargs, callee, param, caller)
+        self._binds[key] = (args, kwargs, callee, caller, out)
+        return out
+
+    def _bind_arg(self, args: tuple[Expr, ...], kwargs: dict[str, Expr] | None, callee: Function, param: str,
+                  caller: Function | None) -> Expr | None:
         kwargs = kwargs or {}
         if param in kwargs:
             return kwargs[param]
@@ -240,6 +309,12 @@ class Flow:
 
     def param_sources(self, fn: Function, param: str) -> list[tuple[Expr, Function]]:
         """Expressions that a parameter of ``fn`` receives at its launches and call sites."""
+        hit = self._sources.get((id(fn), param))  # cached (walks with ``params`` ask for each name they meet)
+        if hit is None or hit[0] is not fn:
+            hit = self._sources[(id(fn), param)] = (fn, self._param_sources(fn, param))
+        return list(hit[1])
+
+    def _param_sources(self, fn: Function, param: str) -> list[tuple[Expr, Function]]:
         out: list[tuple[Expr, Function]] = []
         for la in self.launches_of(fn):
             e = self.launch_arg(la, fn, param)
@@ -265,16 +340,22 @@ class Flow:
         budget = _WALK_LIMIT
         while stack and budget > 0:
             x, f, en, d = stack.pop()
+            if d >= depth:  # nothing is followed below this depth: just the expression's own nodes
+                for node in x.nodes():
+                    budget -= 1
+                    yield node, f, en
+                continue
             for node in x.nodes():
                 budget -= 1
                 yield node, f, en
-                if d >= depth:
-                    continue
-                if node.kind == "name":
-                    if en and node.op in en:
-                        ex, ef, eenv = en[node.op]
+                kind = node.kind
+                if kind == "name":
+                    op = node.op
+                    if en and op in en:
+                        ex, ef, eenv = en[op]
                         stack.append((ex, ef, eenv, d + 1))
-                    defs = self.defs(node.op, f)
+                    fdefs = f._defs if f._defs is not None else f.defs()
+                    defs = fdefs.get(op) or self.defs(op, f)  # (own definitions: no call)
                     if within is not None and f.key == within.func:
                         defs = [a for a in defs if within.id in a.loops]
                     for a in defs:
@@ -282,22 +363,25 @@ class Flow:
                         if k in seen:
                             continue
                         seen.add(k)
-                        stack.append(self.def_value(a, f, en, d))
-                    if not defs and calls and node.op not in f.params:
-                        local = self.callee(node.op, f)  # a function passed by name (a grid callable)
+                        # def_value, inlined for the usual case (not an element of a tuple-returning call)
+                        stack.append((a.value, f, en, d + 1) if a.index is None else self.def_value(a, f, en, d))
+                    if defs:
+                        continue
+                    if calls and op not in f.params:
+                        local = self.callee(op, f)  # a function passed by name (a grid callable)
                         if local is not None and local is not f and local.is_device == f.is_device:
                             k = (id(local), 1)
                             if k not in seen:
                                 seen.add(k)
                                 for r in local.returns:
                                     stack.append((r, local, None, d + 1))
-                    if not defs and params and node.op in f.params and within is None:
+                    if params and op in f.params and within is None:
                         for src, caller in self.param_sources(f, node.op):
                             k = (id(src), 0)
                             if k not in seen:
                                 seen.add(k)
                                 stack.append((src, caller, None, d + 1))
-                elif calls and node.kind == "call" and node.recv is None:
+                elif calls and kind == "call" and node.recv is None:
                     callee = self.callee(node.op, f)
                     if callee is not None and callee is not f and callee.returns and callee.is_device == f.is_device:
                         new_env = self._bind(callee, node, f, en)
@@ -352,6 +436,16 @@ class Flow:
 
     def fold(self, e: Expr, fn: Function, env: Env = None, depth: int = 0) -> Any:
         """Numeric value of ``e`` when it is a compile-time constant (literals, constants, + - * / **), else None."""
+        if depth or env is not None:
+            return self._fold(e, fn, env, depth)
+        hit = self._folds.get((id(e), id(fn)))  # cached: checks fold the same sizes and bounds again and again
+        if hit is not None and hit[0] is e and hit[1] is fn:
+            return hit[2]
+        out = self._fold(e, fn, None, 0)
+        self._folds[(id(e), id(fn))] = (e, fn, out)
+        return out
+
+    def _fold(self, e: Expr, fn: Function, env: Env, depth: int) -> Any:
         if depth > 8:
             return None
         k = e.kind
@@ -378,13 +472,25 @@ class Flow:
             a, b = self.fold(e.args[0], fn, env, depth + 1), self.fold(e.args[1], fn, env, depth + 1)
             if a is None or b is None:
                 return None
+            op = e.op  # an if-chain, not a dict of lambdas built per node (fold runs on every bound and size)
             try:
-                return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-                        "//": lambda: a // b, "**": lambda: a ** b if abs(b) < 64 else None,
-                        "<<": lambda: a << b if isinstance(a, int) and isinstance(b, int) and 0 <= b < 64 else None,
-                        }.get(e.op, lambda: None)()
+                if op == "+":
+                    return a + b
+                if op == "-":
+                    return a - b
+                if op == "*":
+                    return a * b
+                if op == "/":
+                    return a / b
+                if op == "//":
+                    return a // b
+                if op == "**":
+                    return a ** b if abs(b) < 64 else None
+                if op == "<<":
+                    return a << b if isinstance(a, int) and isinstance(b, int) and 0 <= b < 64 else None
             except (ArithmeticError, TypeError, ValueError):
                 return None
+            return None
         if k == "call":
             if e.op in ("tl.constexpr", "float", "int") and e.args:
                 return self.fold(e.args[0], fn, env, depth + 1)
@@ -693,14 +799,17 @@ class Flow:
         seen: set[int] = set()
         while stack:  # every node once (calls nested in assignments are also listed in fn.calls)
             n = stack.pop()
+            args = n.args
+            if not args and n.kwargs is None and n.recv is None:
+                continue  # a leaf (most nodes): nothing below it, and its use is judged at its parent
             if id(n) in seen:
                 continue
             seen.add(id(n))
-            if n.args:
-                stack.extend(n.args)
+            if args:
+                stack.extend(args)
                 if (n.kind == "bin" and n.op in _INT_OPS or n.kind == "cmp" and n.op in _ORDER_CMPS
                         or n.kind == "call" and n.op in _INT_CALLS):
-                    out.update(x.op for x in n.args if x.kind == "name")
+                    out.update(x.op for x in args if x.kind == "name")
             if n.kwargs:
                 stack.extend(n.kwargs.values())
             if n.recv is not None:

@@ -105,6 +105,7 @@ class Inliner:
 
         # helper calls first: their return values replace the call expressions in what follows
         inlined: dict[int, Expr] = {}
+        after: dict[int, float] = {}  # inlined call -> a position just after its helper's body
         for c in src.calls:
             callee = self.callee(c.name, src) if c.expr.recv is None else None
             if callee is None or callee.key in stack or depth >= MAX_DEPTH or not (callee.assigns or callee.calls):
@@ -135,6 +136,8 @@ class Inliner:
             if rets:
                 inlined[id(c.expr)] = rets[-1] if len(rets) == 1 else Expr(
                     "other", "returns", tuple(rets), line=rets[-1].line, end_line=rets[-1].end_line)
+                if src.lang == "py":  # CUDA keeps the call's own position (see _after)
+                    after[id(c.expr)] = c_pos + inner_width * 0.9999
         for lp in src.loops:
             parent = loop_map.get(lp.parent) if lp.parent is not None else (ctx_loops[-1] if ctx_loops else None)
             cp = Loop(loop_map[lp.id], dst.key, lp.kind, rename.get(lp.var, lp.var) if lp.var else None,
@@ -158,13 +161,13 @@ class Inliner:
             dst.assigns.append(Assign(tuple(rename.get(t, t) for t in a.targets), new_value, a.line, a.end_line,
                                       loops_of(a.loops),
                                       ctx_guards + tuple(self.copy(g, rename, memo, inlined) for g in a.guards),
-                                      index, a.aug, order=at(a.line)))
+                                      index, a.aug, order=_after(value, after, at(a.line))))
         for c in src.calls:
             if id(c.expr) in inlined:
                 continue
             dst.calls.append(Call(c.name, self.copy(c.expr, rename, memo, inlined), loops_of(c.loops),
                                   ctx_guards + tuple(self.copy(g, rename, memo, inlined) for g in c.guards),
-                                  order=at(c.line)))
+                                  order=_after(c.expr, after, at(c.line))))
         return [self.copy(r, rename, memo, inlined) for r in src.returns]
 
     def copy(self, e: Expr | None, rename: dict[str, str], memo: dict[int, Expr], inlined: dict[int, Expr]) -> Expr:
@@ -200,6 +203,32 @@ class Inliner:
                 out = Expr(e.kind, e.op, new_args, new_kwargs, new_recv, e.value, e.line, e.end_line)
         memo[key] = out
         return out
+
+
+def _after(e: Expr, after: dict[int, float], default: float) -> float:
+    """The execution position of a statement whose expression ``e`` holds inlined helper calls: just after the
+    last of their bodies (the helper runs before the statement that uses its value), else ``default``.
+
+    Only Triton helpers are placed this way: before, a value returned by a helper outside any loop did not reach
+    its use, so ``q = _quantize(x, ...); tl.store(q_ptr, q)`` did not count as storing data derived from ``x``.
+    CUDA helpers keep the old placement, because the checks read a value returned by a block reduction helper
+    (shuffles, then a shared-memory read) as element-wise in the shared load, which the old placement hid."""
+    if not after:
+        return default
+    best = None
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        p = after.get(id(x))
+        if p is not None:
+            best = p if best is None else max(best, p)
+            continue
+        stack.extend(x.args)
+        if x.kwargs:
+            stack.extend(x.kwargs.values())
+        if x.recv is not None:
+            stack.append(x.recv)
+    return default if best is None else max(best, default)
 
 
 def inline_kernels(facts: Facts) -> None:

@@ -245,6 +245,12 @@ class Lowerer:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             inner = self.const_truth(node.operand)
             return None if inner is None else not inner
+        if isinstance(node, ast.BoolOp):  # `if USE_SPLIT and M <= 64:` with a module-level USE_SPLIT = False
+            vals = [self.const_truth(v) for v in node.values]
+            decisive = isinstance(node.op, ast.Or)  # a True operand decides `or`, a False one `and`
+            if decisive in vals:
+                return decisive
+            return None if None in vals else not decisive
         return None
 
     def body(self, stmts: list[ast.stmt]) -> None:

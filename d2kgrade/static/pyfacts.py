@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import COMPUTED, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
+from d2kgrade.static.ir import COMPUTED, Assign, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
 from d2kgrade.static.lower import Lowerer
 
 log = logging.getLogger(__name__)
@@ -279,15 +279,29 @@ class PyExtractor:
             if not names:
                 continue
             self.aliases.setdefault(a.targets[0], []).extend(names)
+            # `_tuned = triton.autotune(...)(_k)` never read: its configs and heuristics do not apply to `_k`
+            used = not decorators or self._name_read(a.targets[0], a)
             for n in names:
                 f = funcs[n]
                 for d in decorators:
                     if d.op in JIT_DECORATORS:
                         f.kind = "jit"
+                    elif not used:
+                        continue
                     elif d.op in AUTOTUNE and f.autotune is None:
                         f.autotune = self._autotune(d)
                     elif d.op in HEURISTICS and d.args and d.args[0].kwargs:
                         f.heuristics.update(d.args[0].kwargs)
+
+    def _name_read(self, name: str, skip: Assign) -> bool:
+        """Is ``name`` read anywhere in the file but the module-level assignment ``skip`` that defines it?"""
+        for f in self.facts.functions.values():
+            exprs = [c.expr for c in f.calls] + list(f.returns) + [g for c in f.calls for g in c.guards]
+            exprs += [a.value for a in f.assigns if a is not skip] + [g for a in f.assigns for g in a.guards]
+            exprs += [e for lp in f.loops for e in (lp.start, lp.stop, lp.step) if e is not None]
+            if any(n.kind == "name" and n.op == name for e in exprs for n in e.walk()):
+                return True
+        return False
 
     # ------------------------------------------------------------------------------------------ reachability
 

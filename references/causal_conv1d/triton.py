@@ -23,15 +23,18 @@ stores are 16-byte vectors (8 bf16) when D % 8 == 0; only the D tail is masked. 
 3.6 (ptxas, on a CPU host), the 64 x 128 tile at 16 warps uses 64 registers and no spills; 32 elements per
 thread (8 warps) needed 122.
 
-Roofline floors on H200 (bytes = 2*B*L*D*2 + (D*W + D)*2 at 4.25 TB/s measured copy bandwidth):
+Roofline floors on H200 (bytes = 2*B*L*D*2 + (D*W + D)*2 at the measured copy bandwidth):
 
-================  =============================  =========  ==================================
-workload          B x L x D, W, nseq             floor      measured fraction of the floor
-================  =============================  =========  ==================================
-mamba2_prefill    8 x 4096 x 5376, 4, 0          165.8 us   pending an H200 run
-long_single_seq   1 x 131072 x 4096, 4, 0        505.3 us   pending an H200 run
-varlen_packed     1 x 65536 x 4096, 4, 512       252.7 us   pending an H200 run
-================  =============================  =========  ==================================
+===============  ========================  ======  ==================================================
+workload         B x L x D, W, nseq        floor   H200: time, fraction of floor, x eager / x compile
+===============  ========================  ======  ==================================================
+mamba2_prefill   8 x 4096 x 5376, 4, 0     169 us  315 us, 0.54, 10.69x / 6.79x
+long_single_seq  1 x 131072 x 4096, 4, 0   515 us  928 us, 0.56, 11.33x / 7.16x
+varlen_packed    1 x 65536 x 4096, 4, 512  258 us  773 us, 0.33, 17.87x / 1.15x
+===============  ========================  ======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

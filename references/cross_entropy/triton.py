@@ -32,16 +32,19 @@ Three paths, picked by the launcher (``_pick_path``):
   chunk statistics; kernel 2, grid (M, C), merges them, writes the loss (chunk 0) and its chunk's gradient.
   64 rows x 512 KB = 32 MB, so kernel 2's re-read is served from L2.
 
-Roofline floors on H200 (bytes = 2*M*V*elt + 12*M at 4.25 TB/s measured copy bandwidth; 6*M*V flops are far
-below the compute roof):
+Roofline floors on H200 (bytes = 2*M*V*elt + 12*M at the measured copy bandwidth; 6*M*V flops are far below
+the compute roof):
 
-===================  =====================  =========  =====================================
-workload             shape / dtype          floor      measured fraction of the floor
-===================  =====================  =========  =====================================
-llama3_vocab         8192 x 128256 bf16     988.9 us   pending an H200 run
-gemma_vocab          9216 x 262144 bf16     2273.8 us  pending an H200 run
-few_rows_huge_vocab  64 x 262144 bf16       15.8 us    pending an H200 run
-===================  =====================  =========  =====================================
+===================  ==================  =======  ==================================================
+workload             shape / dtype       floor    H200: time, fraction of floor, x eager / x compile
+===================  ==================  =======  ==================================================
+llama3_vocab         8192 x 128256 bf16  1.01 ms  1.61 ms, 0.63, 7.39x / 1.44x
+gemma_vocab          9216 x 262144 bf16  2.32 ms  4.46 ms, 0.52, 6.11x / 1.09x
+few_rows_huge_vocab  64 x 262144 bf16    16.1 us  36.0 us, 0.45, 8.79x / 2.14x
+===================  ==================  =======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

@@ -29,17 +29,20 @@ D=256 (so the 128x256 fp32 accumulator and P stay in registers), 8 warps, 2-4 st
 interpreter (CPU), where autotuning is unavailable, the same kernel runs with one fixed small config and
 pointer loads.
 
-Roofline floors on H200 (flops = 4*B*Hq*S^2*D, halved when causal, at 750 TFLOP/s dense bf16; the byte floor
-is far below):
+Roofline floors on H200 (flops = 4*B*Hq*S^2*D, halved when causal, at the measured dense bf16 rate; the byte
+floor is far below):
 
-==================  ===============================  ==========  ====================================
-workload            shape                            floor       measured fraction of the floor
-==================  ===============================  ==========  ====================================
-llama8b_causal_8k   B4 Hq32 Hkv8 S8192 D128 causal   2932 us     pending an H200 run
-dit_noncausal       B4 Hq24 Hkv24 S4608 D128         1392 us     pending an H200 run
-long_causal_32k     B1 Hq32 Hkv8 S32768 D128 causal  11728 us    pending an H200 run
-headdim_256         B4 Hq16 Hkv8 S8192 D256 causal   2932 us     pending an H200 run
-==================  ===============================  ==========  ====================================
+=================  ===============================  =============  ==================================================
+workload           shape                            compute floor  H200: time, fraction of floor, x eager / x compile
+=================  ===============================  =============  ==================================================
+llama8b_causal_8k  B4 Hq32 Hkv8 S8192 D128 causal   2.92 ms        4.42 ms, 0.66, 1.47x / 1.44x
+dit_noncausal      B4 Hq24 Hkv24 S4608 D128         1.38 ms        2.05 ms, 0.68, 1.44x / 1.43x
+long_causal_32k    B1 Hq32 Hkv8 S32768 D128 causal  11.7 ms        17.0 ms, 0.69, 1.50x / 1.50x
+headdim_256        B4 Hq16 Hkv8 S8192 D256 causal   2.92 ms        4.07 ms, 0.72, 1.73x / 1.70x
+=================  ===============================  =============  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

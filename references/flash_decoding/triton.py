@@ -25,27 +25,33 @@ reads every K/V byte once:
 - exp2 everywhere: D^-0.5 * log2(e) is applied once, in fp32 (to q on the FMA path, to the [G_PAD, BLOCK_N]
   fp32 score tile on the MMA path), and the probabilities, the rescale factors alpha and the merge weights are
   all exp2. Folding the scale into q and re-rounding q to bf16 for the MMA is a shortcut, not an optimization:
-  emulated in torch on bf16 inputs (B=4, Hq=32, Hkv=8, L=4096, D=128), it puts 92 outputs outside the tolerance
-  (2.7x the bound) on the "sharp" distribution, against <= 0.37 of the bound with the fp32 score scaling; the
-  extra FMUL per score is ~1k per 16 KB tile.
+  emulated in torch on bf16 inputs (B=4, Hq=32, Hkv=8, L=4096, D=128), it puts 92 outputs outside the catalog's
+  tolerance [1e-3, 2e-2] (2.7x the bound) on the "sharp" distribution, against <= 0.37 of the bound with the fp32
+  score scaling; the extra FMUL per score is ~1k per 16 KB tile.
 
-Numerics (CPU, against the float64 oracle; tests/suite/test_flash_decoding.py): the worst element uses 0.04-0.07 of
-the tolerance [1e-3, 2e-2] in fp16 at (B, Hq, Hkv, L, D) = (3, 8, 2, 333, 64) (GQA, MMA path), and 0.28-0.37 in
-bf16 at (2, 4, 4, 300, 64) (MHA, FMA path; this includes the interpreter's truncating bf16 output cast). The
-interpreter cannot run bf16 tl.dot, so the bf16 MMA path (P rounded to bf16 for the PV product) was emulated in
-torch: <= 0.59 of the tolerance at the catalog lengths (L = 4096-65536) on all three distributions, but up to 1.03
-at L ~ 300 on "sharp"/"offset" draws.
+Numerics: on the GQA path the PV MMA takes P as two bf16 terms, hi = bf16(p) and lo = bf16(p - hi), so it sees
+~16 bits of each probability instead of 8 (the MHA path keeps P in fp32). The task tolerance is [2e-3, 4e-2], the
+catalog's [1e-3, 2e-2] doubled, because on the H200 PyTorch's SDPA used 1.24x of the old bound on b64_4k_gqa8
+"offset". Worst element's share of the new tolerance on the H200, over the normal, sharp and offset draws
+(benchmarks/tolerance_audit_h200.json), kernel / SDPA: b1_64k 0.11 / 0.15, b16_16k 0.17 / 0.32, b64_4k_gqa8
+0.18 / 0.62, mha_b4_16k 0.13 / 0.28.
 
-Roofline floors on H200 (bytes = 2*B*Hkv*L*D*2 + 2*B*Hq*D*2 at 4.25 TB/s; flops are negligible):
+Roofline floors on H200 (bytes = 2*B*Hkv*L*D*2 + 2*B*Hq*D*2 at the measured copy bandwidth; flops are negligible):
 
-=============  =============================  ===========  =================================
-workload       B, Hq, Hkv, L, D               HBM floor    measured fraction of the floor
-=============  =============================  ===========  =================================
-b1_64k         1, 32, 8, 65536, 128           63.2 us      pending an H200 run
-b16_16k        16, 32, 8, 16384, 128          252.7 us     pending an H200 run
-b64_4k_gqa8    64, 64, 8, 4096, 128           253.1 us     pending an H200 run
-mha_b4_16k     4, 32, 32, 16384, 128          252.7 us     pending an H200 run
-=============  =============================  ===========  =================================
+===========  =====================  =========  ==================================================
+workload     B, Hq, Hkv, L, D       HBM floor  H200: time, fraction of floor, x eager / x compile
+===========  =====================  =========  ==================================================
+b1_64k       1, 32, 8, 65536, 128   64.4 us    80.5 us, 0.80, 0.99x / 0.99x
+b16_16k      16, 32, 8, 16384, 128  258 us     259 us, 0.99, 0.98x / 0.98x
+b64_4k_gqa8  64, 64, 8, 4096, 128   258 us     291 us, 0.89, 0.88x / 0.88x
+mha_b4_16k   4, 32, 32, 16384, 128  258 us     440 us, 0.59, 0.58x / 0.58x
+===========  =====================  =========  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
+Below the best baseline (SDPA) on every workload: b1_64k (0.99x of torch.compile's 79.8 us), b16_16k (0.98x of
+eager's 254 us), b64_4k_gqa8 (0.88x of torch.compile's 255 us), mha_b4_16k (0.58x of eager's 254 us: the MHA
+path uses FMA dot products, not MMAs).
 """
 
 from __future__ import annotations

@@ -15,15 +15,18 @@ Two paths, picked by the launcher from the number of bins:
   counts with a relaxed ``tl.atomic_add`` whose result is unused (REDG.E.ADD in SASS): near bandwidth when keys
   are spread over many bins. The input is read once on both paths; it is never looped over per bin range.
 
-Roofline floors on H200 (bytes = 4*N + 4*NB at 4.25 TB/s measured copy bandwidth):
+Roofline floors on H200 (bytes = 4*N + 4*NB at the measured copy bandwidth):
 
-=============  ==========================  =========  ==================================
-workload       N / NB                      floor      measured fraction of the floor
-=============  ==========================  =========  ==================================
-uniform_256    268435456 / 256             252.6 us   pending an H200 run
-hot_bin_256    268435456 / 256 (90% hot)   252.6 us   pending an H200 run
-vocab_bins     67108864 / 131072           63.3 us    pending an H200 run
-=============  ==========================  =========  ==================================
+===========  =========================  =======  ==================================================
+workload     N / NB                     floor    H200: time, fraction of floor, x eager / x compile
+===========  =========================  =======  ==================================================
+uniform_256  268435456 / 256            258 us   1.01 ms, 0.25, 2.09x / 2.13x
+hot_bin_256  268435456 / 256 (90% hot)  258 us   1.01 ms, 0.25, 26.41x / 26.48x
+vocab_bins   67108864 / 131072          64.5 us  739 us, 0.09, 1.45x / 1.45x
+===========  =========================  =======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

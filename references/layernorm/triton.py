@@ -18,15 +18,25 @@ Numerics: the variance is always computed from centered values. In registers we 
 removes the fp32 rounding of mean0, which matters at the large_offset_fp32 workload (mean 1000, std 1), where
 E[x^2] - E[x]^2 is off by up to ~20%. The tiled kernel gets the same effect by working on x - x[0]. Everything is
 fp32 in registers; y is rounded once, at the store. Measured on CPU (interpreter, fp32 math) against the float64
-oracle at offset 1000: max |y error| ~1e-6 on both kernels (fp32 tolerance 1e-3).
+oracle at offset 1000: max |y error| ~1e-6 on both kernels (fp32 tolerance 1e-3). On the H200
+(benchmarks/tolerance_audit_h200.json) y uses at most 3e-4 of the fp32 tolerance at large_offset_fp32, where the
+eager baseline (torch.native_layer_norm) uses 2.34x of it on the "shifted" draw, and <= 0.69 of the bf16
+tolerance on the other workloads.
 
-Roofline floors on the H200 (cost model bytes / 4.25e12 B/s); measured fraction: pending an H200 run.
+Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
-| workload            | bytes       | floor    |
-|---------------------|-------------|----------|
-| llama_hidden_8k     | 537,034,752 | 126.4 us |
-| many_short_rows     | 537,923,584 | 126.6 us |
-| large_offset_fp32   | 537,034,752 | 126.4 us |
+=================  ===========  ======  ==================================================
+workload           bytes        floor   H200: time, fraction of floor, x eager / x compile
+=================  ===========  ======  ==================================================
+llama_hidden_8k    537,034,752  129 us  213 us, 0.60, 1.06x / 0.72x
+many_short_rows    537,923,584  129 us  195 us, 0.66, 1.57x / 0.69x
+large_offset_fp32  537,034,752  129 us  143 us, 0.90, 1.28x / 0.92x
+=================  ===========  ======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
+Below the best baseline (torch.compile) on every workload: llama_hidden_8k (0.72x of 153 us), many_short_rows
+(0.69x of 134 us), large_offset_fp32 (0.92x of 131 us).
 """
 
 from __future__ import annotations

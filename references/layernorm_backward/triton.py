@@ -19,16 +19,23 @@ Stage 1 has two variants:
 
 Everything is computed in fp32 from bf16 loads; dx is rounded once, at the store.
 
-Roofline floors on the H200 (cost model bytes / 4.25e12 B/s); measured fraction: pending an H200 run.
+Roofline floors on the H200 (cost model bytes at the measured copy bandwidth).
 The partial buffer adds 2*G*N*8 bytes (written, then read) that the floor does not count: ~2% of the floor's bytes
 at llama_8k and ~1% at many_rows_n1024 with G = 132 x occupancy, ~17% at wide_few_rows (G = 132, 17 MB each way,
 capped by PARTIAL_BUDGET so it stays L2-resident: mostly L2 hits, not HBM traffic).
 
-| workload         | bytes       | floor    |
-|------------------|-------------|----------|
-| llama_8k         | 805,519,360 | 189.5 us |
-| many_rows_n1024  | 806,365,184 | 189.7 us |
-| wide_few_rows    | 201,506,816 |  47.4 us |
+===============  ===========  =======  ==================================================
+workload         bytes        floor    H200: time, fraction of floor, x eager / x compile
+===============  ===========  =======  ==================================================
+llama_8k         805,519,360  193 us   279 us, 0.69, 1.90x / 1.19x
+many_rows_n1024  806,365,184  194 us   261 us, 0.74, 1.74x / 1.00x
+wide_few_rows    201,506,816  48.4 us  141 us, 0.34, 1.08x / 0.88x
+===============  ===========  =======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
+Below the best baseline: many_rows_n1024 ties torch.compile (0.999x, 261 us each); wide_few_rows (0.88x of
+torch.compile's 125 us; its partial buffer, above, adds ~17% to the floor's bytes).
 """
 
 from __future__ import annotations

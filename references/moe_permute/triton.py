@@ -8,9 +8,10 @@ stable expert-major permutation of the T*k (token, slot) pairs, in three launche
    tile of the block's pairs: its column sums are the block's per-expert counts, stored as one row of the
    [blocks, E] count matrix (no atomics, so hot experts cost nothing extra), and an inclusive ``tl.cumsum`` down
    it ranks each pair among the block's earlier pairs of its expert, in (token, slot) order. (The first version
-   counted with ``tl.histogram``; the column sum of the tile the ranks need anyway is one reduction less.) The rank goes to row_id_map, which
-   the scatter overwrites with the final row. The one-hot tile is capped at 8192 elements (64 per thread), so
-   BLOCK_T is 4 tokens for E = 256, k = 8 (2048 programs), 8 for E = 128, k = 8 and 128 for E = 8, k = 2.
+   counted with ``tl.histogram``; the column sum of the tile the ranks need anyway is one reduction less.) The
+   rank goes to row_id_map, which the scatter overwrites with the final row. The one-hot tile is capped at 8192
+   elements (64 per thread), so BLOCK_T is 4 tokens for E = 256, k = 8 (2048 programs), 8 for E = 128, k = 8
+   and 128 for E = 8, k = 2.
 2. ``_moe_scan_kernel``, one program per group of EG experts: walks the count matrix down its columns and
    replaces each count with the number of pairs of that expert in earlier blocks (an exclusive scan), and writes
    the per-expert totals. Stable and deterministic: ranks never come from global atomics.
@@ -21,16 +22,21 @@ stable expert-major permutation of the T*k (token, slot) pairs, in three launche
 
 Metadata is int32 throughout (T*k < 2^31). The launcher derives every grid from T, E and H alone.
 
-Roofline floors on H200 (bytes = 4*T*E + T*H*2 + T*k*H*2 + 12*T*k + 4*(E + 1) at 4.25 TB/s measured copy
+Roofline floors on H200 (bytes = 4*T*E + T*H*2 + T*k*H*2 + 12*T*k + 4*(E + 1) at the measured copy
 bandwidth):
 
-===================  ===============================  =========  ==================================
-workload             T, E, k, H                       floor      measured fraction of the floor
-===================  ===============================  =========  ==================================
-mixtral_8e_top2      16384, 8, 2, 4096                95.0 us    pending an H200 run
-deepseek_256e_top8   8192, 256, 8, 7168               250.9 us   pending an H200 run
-skewed_128e_top8     32768, 128, 8, 2048              288.9 us   pending an H200 run
-===================  ===============================  =========  ==================================
+==================  ===================  =======  ==================================================
+workload            T, E, k, H           floor    H200: time, fraction of floor, x eager / x compile
+==================  ===================  =======  ==================================================
+mixtral_8e_top2     16384, 8, 2, 4096    97.0 us  139 us, 0.70, 3.45x / 3.89x
+deepseek_256e_top8  8192, 256, 8, 7168   256 us   355 us, 0.72, 2.66x / 2.94x
+skewed_128e_top8    32768, 128, 8, 2048  295 us   428 us, 0.69, 2.94x / 3.03x
+==================  ===================  =======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
+These rows come from a rerun of this task after the scatter fix (same machine type, same session; ``reruns``
+in the JSON): the full round's run crashed with an illegal address in the scatter kernel.
 """
 
 from __future__ import annotations

@@ -14,13 +14,18 @@ Per program: reads BLOCK_T*(Hq + Hkv)*D bf16 of q/k, BLOCK_T*D fp32 of cos/sin a
 BLOCK_T*(Hq + Hkv)*D bf16. BLOCK_T is chosen so that is >= 32 KB. q/k are streamed (evict_first loads, .cs
 stores); cos/sin rows are kept (evict_last), since batched decode repeats positions.
 
-Roofline floors on the H200 (cost model bytes / 4.25e12 B/s); measured fraction: pending an H200 run.
+Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
-| workload            | bytes       | floor    |
-|---------------------|-------------|----------|
-| llama_prefill_neox  | 688,128,000 | 161.9 us |
-| interleaved_gptj    | 612,499,456 | 144.1 us |
-| mla_rope_d64        | 545,390,592 | 128.3 us |
+==================  ===========  ======  ==================================================
+workload            bytes        floor   H200: time, fraction of floor, x eager / x compile
+==================  ===========  ======  ==================================================
+llama_prefill_neox  688,128,000  165 us  190 us, 0.87, 16.37x / 1.46x
+interleaved_gptj    612,499,456  147 us  166 us, 0.89, 21.39x / 2.79x
+mla_rope_d64        545,390,592  131 us  143 us, 0.91, 22.19x / 2.90x
+==================  ===========  ======  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

@@ -28,16 +28,20 @@ One kernel reads u, delta, z (and B, C) once and writes y once; nothing else tou
 Configs (autotuned on D, L): BLOCK_D x BLOCK_L in {1 x 2048, 1 x 1024, 2 x 1024, 4 x 512} with 4 warps and
 2 x 2048 with 8; the state loop is unrolled twice (128-255 registers, no spills in sm_90a ptxas).
 
-Roofline floors on H200 (bytes from the cost model at 4.25 TB/s; MUFU ops = batch*D*L*(N + 4) at 16/clock/SM,
-132 SMs, 1.98 GHz = 4.18e12/s; the floor is the larger):
+Roofline floors on H200 (MUFU ops = batch*D*L*(N + 4) at 16/clock/SM, 132 SMs, 1.98 GHz = 4.18e12/s, an estimate,
+not a measurement; the byte floor from the cost model, at the measured copy bandwidth, is lower on every
+workload):
 
-===========  ==========================  =========  ==========  ====================================
-workload     batch, D, L, N              HBM floor  MUFU floor  measured fraction of the floor
-===========  ==========================  =========  ==========  ====================================
-mamba_2p8b   8, 5120, 4096, 16           316.4 us   802.4 us    pending an H200 run
-long_narrow  1, 1536, 131072, 16         381.0 us   962.9 us    pending an H200 run
-batch_short  64, 2048, 1024, 16          253.7 us   641.9 us    pending an H200 run
-===========  ==========================  =========  ==========  ====================================
+===========  ===================  ==========  ==================================================
+workload     batch, D, L, N       MUFU floor  H200: time, fraction of floor, x eager / x compile
+===========  ===================  ==========  ==================================================
+mamba_2p8b   8, 5120, 4096, 16    802 us      4.14 ms, 0.19, 99.63x / 47.41x
+long_narrow  1, 1536, 131072, 16  963 us      6.04 ms, 0.16, 114.72x / 50.80x
+batch_short  64, 2048, 1024, 16   642 us      3.35 ms, 0.19, 83.61x / 39.76x
+===========  ===================  ==========  ==================================================
+
+Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
+benchmarks/references_h200.json, 2026-11-30); the MUFU rate is the estimate above (marked so in the JSON).
 """
 
 from __future__ import annotations
