@@ -56,17 +56,18 @@ def _constructor(cls: Any, **sample: Any) -> Callable[..., Any]:
 
     def build(**values: Any) -> Any:
         m = cls.__new__(cls)
-        d: dict[str, Any] = {}
-        every = True
-        for n in names:
-            if n in values:
-                d[n] = values[n]
-            else:
-                every = False
-                if n in optional:
+        if tuple(values) == names:  # every field, in declared order: the keywords are the __dict__
+            setattr_(m, "__dict__", values)
+            setattr_(m, "__pydantic_fields_set__", set(names))
+        else:
+            d: dict[str, Any] = {}
+            for n in names:
+                if n in values:
+                    d[n] = values[n]
+                elif n in optional:
                     d[n] = optional[n].get_default(call_default_factory=True, validated_data=d)
-        setattr_(m, "__dict__", d)
-        setattr_(m, "__pydantic_fields_set__", set(names) if every else {n for n in names if n in values})
+            setattr_(m, "__dict__", d)
+            setattr_(m, "__pydantic_fields_set__", {n for n in names if n in values})
         setattr_(m, "__pydantic_extra__", None)
         setattr_(m, "__pydantic_private__", None)
         return m
