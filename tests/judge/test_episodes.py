@@ -17,7 +17,9 @@ def make_run(run_dir: Path) -> None:
     for ep, kernel in (("ep-a", True), ("ep-b", False)):
         folder = run_dir / "episodes" / ep
         folder.mkdir(parents=True)
-        (folder / "design_note.md").write_text(NOTE)
+        # A distinct note per episode: identical texts share cache entries, and whether the second one is a cache
+        # hit or a concurrent request depends on timing (the request counts below must not).
+        (folder / "design_note.md").write_text(f"{NOTE}\n(Episode {ep}.)\n")
         if kernel:
             (folder / "kernels").mkdir()
             (folder / "kernels" / "v001_kernel.py").write_text(KERNEL)

@@ -10,6 +10,7 @@ tensor computed from it (``F.softplus(delta)``, ``exp(dt * A)``, ``B.expand(...)
 
 from __future__ import annotations
 
+from d2kgrade.static.checks.values import dependents
 from d2kgrade.static.checkutil import as_list, code, matches, span
 from d2kgrade.static.dataflow import EXPS, LOADS, STORES, Flow, flow, site_of
 from d2kgrade.static.facts import Facts
@@ -163,17 +164,8 @@ def _polling_loops(fl: Flow, fn: Function) -> list[tuple[Loop, list[Expr]]]:
         reads += [c.expr for c in fn.calls if lp.id in c.loops and _is_read(c.expr, fn) and c.expr not in reads]
         if not reads:
             continue
-        dep = {t for a in inside if any(_is_read(n, fn) for n in a.value.walk()) for t in a.targets}
-        changed = True
-        while changed:
-            changed = False
-            for a in inside:
-                if set(a.targets) <= dep:
-                    continue
-                names = a.value.names().union(*(g.names() for g in a.guards)) if a.guards else a.value.names()
-                if names & dep:
-                    dep.update(a.targets)
-                    changed = True
+        dep = dependents(inside, {t for a in inside if any(_is_read(n, fn) for n in a.value.walk())
+                                  for t in a.targets})
         if lp.stop.names() & dep or any(_is_read(n, fn) for n in lp.stop.walk()):
             out.append((lp, reads))
     return out

@@ -229,11 +229,16 @@ def _memory_dependent(fl: Flow, fn: Function, lp) -> set[str]:  # noqa: ANN001
     inside = [a for a in fn.assigns if lp.id in a.loops]
     direct = {id(a) for a in inside if any(n.kind == "call" and (n.op in LOADS or n.op in ATOMICS)
                                            for e in (a.value, *a.guards) for n in e.walk())}
-    dep = {t for a in inside if id(a) in direct for t in a.targets}
+    return dependents(inside, {t for a in inside if id(a) in direct for t in a.targets})
+
+
+def dependents(assigns: list, dep: set[str]) -> set[str]:  # noqa: ANN001
+    """``dep`` grown to a fixpoint with the targets of ``assigns`` whose value or guarding ``if`` conditions read
+    a name already in it (updated in place and returned)."""
     changed = True
     while changed:
         changed = False
-        for a in inside:
+        for a in assigns:
             if set(a.targets) <= dep:
                 continue
             names = a.value.names().union(*(g.names() for g in a.guards)) if a.guards else a.value.names()
