@@ -133,10 +133,9 @@ def _moe_scatter_kernel(
     """Token pid: computes the k destination rows and copies X[pid] (H*2 bytes read once) to each of them
     (k*H*2 bytes written); row_id_map[pid] (the route kernel's ranks) is replaced by the destinations."""
     t = tl.program_id(0)
-    # Where each expert's rows start: the totals of the experts before it (E values from L2). Written as masked
-    # sums, not a tl.cumsum of the E_P2-vector: on the H200 that scan of a vector smaller than the program's 128
-    # threads gave wrong starts and the copies below an illegal address (mixtral_8e_top2), while the interpreter
-    # was right.
+    # Where each expert's rows start: the totals of the experts before it (E values from L2), as masked sums. (The
+    # first version took a tl.cumsum of the E_P2-vector; it was replaced while hunting the H200 crash described
+    # below, and was not itself shown to be wrong.)
     experts = tl.arange(0, E_P2)
     totals = tl.load(totals_ptr + experts, mask=experts < E, other=0)
     # expert_offsets[j] for j = t, t + T, ... <= E: one masked sum per entry, spread over the programs.
@@ -151,9 +150,10 @@ def _moe_scatter_kernel(
     dest = start + base + rank
     tl.store(row_map_ptr + t * K + slots, dest, mask=slot_ok)
     # Every warp re-reads the k destinations its program just stored, after a barrier, instead of using its own
-    # copy of `dest`: on the H200 (Triton 3.6) the reductions above left the right values only in the lanes that
-    # store them, and the other warps' copies sent 256-element pieces of rows to wrong (or illegal) rows, while the
-    # interpreter was right. The re-read costs k*4 bytes from L1.
+    # copy of `dest`. Seen on the H200 (Triton 3.6, benchmarks/debug_moe_permute.py): row_id_map, stored from
+    # `dest`, was right, yet the copies below sent some 256-element pieces of rows (one warp's share of a chunk)
+    # to other rows, or past the end (an illegal address on mixtral_8e_top2); the interpreter was right. With the
+    # re-read every output is right. It costs k*4 bytes per token.
     tl.debug_barrier()
     dest = tl.load(row_map_ptr + t * K + slots, mask=slot_ok, other=0, volatile=True)
     # Row copy: read X[t] once per chunk, store it k times (16-byte vectors, streaming stores).
