@@ -84,13 +84,14 @@ def _prewarm_one(item: tuple[str, str]) -> dict[str, Any]:
 
     task_id, wl_name, device = item
     t0 = time.monotonic()
-    task = load_task(ROOT, task_id)
-    wl = next(w for w in [*task.workloads, task.smoke] if w.name == wl_name)
-    spec = WorkloadSpec.resolve(task, wl)
-    big = _input_bytes(spec) > _BIG_BYTES
-    if big:
-        _BIG.acquire()
+    big, inputs = False, None
     try:
+        task = load_task(ROOT, task_id)
+        wl = next(w for w in [*task.workloads, task.smoke] if w.name == wl_name)
+        spec = WorkloadSpec.resolve(task, wl)
+        big = _input_bytes(spec) > _BIG_BYTES
+        if big:
+            _BIG.acquire()
         ref = load_reference(ROOT / "tasks" / task_id)
         inputs = make_inputs(ref, spec, seed=0, device=device)
         inductor_config.compile_threads = 1
