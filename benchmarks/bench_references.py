@@ -73,7 +73,7 @@ def _prewarm_init(sem: Any) -> None:
     _BIG = sem
 
 
-def _prewarm_one(item: tuple[str, str]) -> dict[str, Any]:
+def _prewarm_one(item: tuple[str, str, str]) -> dict[str, Any]:
     """Compile one workload's baseline exactly as the evaluator's worker does (dynamic=False, one compile thread,
     the same input shapes from the task's input maker), so the worker's own compile is a cache hit."""
     import torch
@@ -211,7 +211,8 @@ def main() -> int:
     todo = references(ROOT, args.tasks)
     warm: dict[str, Any] = {}
     if base.compile_baseline and args.prewarm > 0:
-        cache = Path(os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(tempfile.gettempdir()) / "d2k_inductor")))
+        default_cache = str(Path(tempfile.gettempdir()) / "d2k_inductor")
+        cache = Path(os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default_cache))
         os.environ.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
         warm = prewarm(sorted({t for t, _ in todo}), args.prewarm)
 

@@ -161,8 +161,8 @@ def main() -> int:
     rows: list[dict] = []
 
     def report(complete: bool) -> dict:
-        return {"command": " ".join([Path(sys.executable).name, *sys.argv]), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "gpu": gpu["name"], "driver": gpu["driver"], **versions(), "complete": complete,
+        return {"command": " ".join([Path(sys.executable).name, *sys.argv]),
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "gpu": gpu["name"], "driver": gpu["driver"], **versions(), "complete": complete,
                 "total_wall_s": time.monotonic() - t_start, "rows": rows}
 
     todo = [(t, p) for t, p in references(ROOT, args.tasks) if p.name == "triton.py"]
