@@ -29,15 +29,20 @@ def span(x: Call | Expr | Loop | Function, note: str = "") -> Span:
     return Span(x.line, x.end_line if x.end_line >= x.line else x.line, note)
 
 
-def exclusive(g1: tuple[Expr, ...], g2: tuple[Expr, ...]) -> bool:
-    """Are two guard stacks mutually exclusive (one sits under ``if c``, the other under its ``else``)?"""
+def deciding_condition(g1: tuple[Expr, ...], g2: tuple[Expr, ...]) -> Expr | None:
+    """The condition ``c`` when one guard stack sits under ``if c`` and the other under its ``else``; else None."""
     for a in g1:
         for b in g2:
             if b.kind == "unary" and b.op == "not" and b.args and b.args[0] is a:
-                return True
+                return a
             if a.kind == "unary" and a.op == "not" and a.args and a.args[0] is b:
-                return True
-    return False
+                return b
+    return None
+
+
+def exclusive(g1: tuple[Expr, ...], g2: tuple[Expr, ...]) -> bool:
+    """Are two guard stacks mutually exclusive (one sits under ``if c``, the other under its ``else``)?"""
+    return deciding_condition(g1, g2) is not None
 
 
 def is_persistent(fl: Flow, fn: Function, loop: Loop) -> bool:

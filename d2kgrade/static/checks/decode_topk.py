@@ -7,7 +7,7 @@ from __future__ import annotations
 from d2kgrade.static.checks.reductions import _is_max_update, _rescale
 from d2kgrade.static.checks.tiling import SM_SOURCES, _param_values
 from d2kgrade.static.checks.values import ATOMICS
-from d2kgrade.static.checkutil import code, exclusive, is_persistent, matches, span
+from d2kgrade.static.checkutil import code, deciding_condition, is_persistent, matches, span
 from d2kgrade.static.dataflow import LOADS, Flow, flow, site_of
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Call, Expr, Function, Loop
@@ -500,9 +500,9 @@ def direct_or_partial_store(facts: Facts, lang: str) -> CheckResult:
         read_here = {x for c, b in _loads(fl, fn) for x in b}
         for c1, b1 in stores:
             for c2, b2 in stores:
-                if b1 & b2 or not exclusive(c1.guards, c2.guards):
+                if b1 & b2:
                     continue
-                cond = _deciding(c1.guards, c2.guards)
+                cond = deciding_condition(c1.guards, c2.guards)
                 if cond is None or not _loads_in(fl, cond, fn, 5):
                     continue
                 merged = b2 & read_here or _read_later(fl, facts, launches, fn, b2)
@@ -511,16 +511,6 @@ def direct_or_partial_store(facts: Facts, lang: str) -> CheckResult:
                                  f"({', '.join(sorted(b2))}) that are merged",
                                  [span(c1, "direct store"), span(c2, "partial store")], 0.8)
     return missing("no kernel chooses between a direct store and merged partials on run-time data", confidence=0.75)
-
-
-def _deciding(g1: tuple[Expr, ...], g2: tuple[Expr, ...]) -> Expr | None:
-    for a in g1:
-        for b in g2:
-            if b.kind == "unary" and b.op == "not" and b.args and b.args[0] is a:
-                return a
-            if a.kind == "unary" and a.op == "not" and a.args and a.args[0] is b:
-                return b
-    return None
 
 
 def _read_later(fl: Flow, facts: Facts, launches: list, fn: Function, params: set[str]) -> bool:  # noqa: ANN001

@@ -16,12 +16,13 @@ parameter that every launch sets to a false constant (``FLAG=USE_IT`` with a mod
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from d2kgrade.static.checkutil import as_list, code, exclusive, span
 from d2kgrade.static.dataflow import LOADS, Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Call, Expr, Function, end_pos, pos
+from d2kgrade.static.ir import Call, Expr, Function, Loop, end_pos, pos
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 _MINS = {"tl.minimum", "fminf", "fmin", "min", "std::min", "__hmin", "__hmin2", "libdevice.fmin"}
@@ -134,7 +135,8 @@ def _warp_index(fl: Flow, e: Expr, fn: Function) -> bool:
         if n.kind == "bin" and len(n.args) == 2 and n.op in (">>", "/"):
             rhs = n.args[1]
             v = fl.fold(rhs, f)
-            if (n.op == ">>" and v == 5) or (n.op == "/" and (v == 32 or (rhs.kind == "name" and rhs.op == "warpSize"))):
+            warp_size = v == 32 or (rhs.kind == "name" and rhs.op == "warpSize")
+            if (n.op == ">>" and v == 5) or (n.op == "/" and warp_size):
                 if any(x.kind == "name" and x.op.startswith("threadIdx") for x, _, _ in fl.walk(n.args[0], f,
                                                                                                  depth=3)):
                     return True
@@ -420,6 +422,25 @@ def tile_histogram(facts: Facts, lang: str) -> CheckResult:
     return missing("no tl.histogram of loaded keys on code that runs", confidence=0.8)
 
 
+def _carry_published_after(fl: Flow, fn: Function, feeds: Callable[[Any], bool]) -> tuple[Loop, str, Call] | None:
+    """The first (loop, variable, call) where ``fn`` carries ``variable`` across ``loop``, one of its updates
+    satisfies ``feeds``, and a live call after the loop publishes (stores or atomically adds) a value that reads it."""
+    for lid, by_var in fl.carried(fn).items():
+        lp = fn.loop(lid)
+        if lp is None:
+            continue
+        for var, ups in by_var.items():
+            if not any(feeds(u) for u in ups):
+                continue
+            for c in _live_calls(fl, fn):
+                if not _publishes(fn, c) or lid in c.loops or pos(c) <= end_pos(lp):
+                    continue
+                v = _published_value(c)
+                if v is not None and fl.refs(v, fn, var):
+                    return lp, var, c
+    return None
+
+
 @check("private_histogram_merge")
 def private_histogram_merge(facts: Facts, lang: str) -> CheckResult:
     """A program keeps a private histogram across the iterations of a loop over its tiles (a loop-carried
@@ -430,21 +451,13 @@ def private_histogram_merge(facts: Facts, lang: str) -> CheckResult:
         if not hs:
             continue
         t = fl.taint(fn, None, set(hs))
-        for lid, by_var in fl.carried(fn).items():
-            lp = fn.loop(lid)
-            if lp is None:
-                continue
-            for var, ups in by_var.items():
-                if not any(id(u) in t.defs or fl.reads_through(u.value, fn, t, set(hs), site_of(u)) for u in ups):
-                    continue
-                for c in _live_calls(fl, fn):
-                    if not _publishes(fn, c) or lid in c.loops or pos(c) <= end_pos(lp):
-                        continue
-                    v = _published_value(c)
-                    if v is not None and fl.refs(v, fn, var):
-                        return found(f"{fn.name} accumulates tl.histogram counts in {var} over the loop at line "
-                                     f"{lp.line} and publishes them once after it",
-                                     [span(lp, "loop over tiles"), span(c, "one merge")], 0.85)
+        hit = _carry_published_after(fl, fn, lambda u: id(u) in t.defs
+                                     or fl.reads_through(u.value, fn, t, set(hs), site_of(u)))
+        if hit:
+            lp, var, c = hit
+            return found(f"{fn.name} accumulates tl.histogram counts in {var} over the loop at line "
+                         f"{lp.line} and publishes them once after it",
+                         [span(lp, "loop over tiles"), span(c, "one merge")], 0.85)
     return missing("no histogram accumulated across a loop and published once after it", confidence=0.8)
 
 
@@ -554,21 +567,12 @@ def gather_accumulate(facts: Facts, lang: str) -> CheckResult:
         if not gathers:
             continue
         seeds = {id(c.expr) for c, _ in gathers}
-        for lid, by_var in fl.carried(fn).items():
-            lp = fn.loop(lid)
-            if lp is None:
-                continue
-            for var, ups in by_var.items():
-                if not any(id(n) in seeds for u in ups for n, _, _ in fl.walk(u.value, fn, depth=6)):
-                    continue
-                for c in _live_calls(fl, fn):
-                    if not _publishes(fn, c) or lid in c.loops or pos(c) <= end_pos(lp):
-                        continue
-                    v = _published_value(c)
-                    if v is not None and fl.refs(v, fn, var):
-                        return found(f"{fn.name} accumulates gathered rows in {var} over the loop at line {lp.line} "
-                                     "and writes it once after the loop",
-                                     [span(gathers[0][0], "gather"), span(c, "one write")], 0.85)
+        hit = _carry_published_after(fl, fn, lambda u: any(id(n) in seeds for n, _, _ in fl.walk(u.value, fn, depth=6)))
+        if hit:
+            lp, var, c = hit
+            return found(f"{fn.name} accumulates gathered rows in {var} over the loop at line {lp.line} "
+                         "and writes it once after the loop",
+                         [span(gathers[0][0], "gather"), span(c, "one write")], 0.85)
     return missing("no kernel accumulates gathered rows in a loop carry written once after the loop",
                    confidence=0.8)
 
