@@ -49,6 +49,8 @@ import triton.language as tl
 _UNROLL = 8          # lookups per bag per step
 _TILE = 2048         # elements per gathered [BAGS, UNROLL, BLOCK_D] tile (16 fp32 per thread at 4 warps)
 _MAX_BAGS = 16
+_NARROW_D = 32       # rows this narrow (padded width) take _NARROW_BAGS bags per program
+_NARROW_BAGS = 32
 _LONG = 256          # lookups of one bag handled by the bag kernel; the rest goes to the tail kernel
 _CHUNK = 1024        # lookups per tail work item
 _TAIL_UNROLL = 16    # rows in flight per tail step
@@ -189,6 +191,11 @@ def _embedding_bag_tail_kernel(
 
 
 def _bags_per_program(block_d: int, unroll: int) -> int:
+    if block_d <= _NARROW_D:
+        # Narrow rows: a 2048-element tile is 8 bags of 64-byte rows, and the per-program work outweighs the
+        # gathers. On the H200 small_dim_bf16_d32 took 1.32 ms at 8 bags, 0.45 at 16 and 0.34 at 32 (4-16
+        # lookups per step; benchmarks/runs/round7/tune_memory_bound.json).
+        return _NARROW_BAGS
     return max(1, min(_MAX_BAGS, _TILE // (unroll * block_d)))
 
 

@@ -204,11 +204,12 @@ def _num_splits(pairs: int, L: int, num_sms: int, block_n: int, min_chunk: int) 
 
 
 def flash_decoding(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *, _splits: int | None = None,
-                   _block_n: int | None = None, _num_sms: int | None = None) -> torch.Tensor:
+                   _block_n: int | None = None, _num_sms: int | None = None,
+                   _g_pad: int | None = None) -> torch.Tensor:
     """Decode attention: q [B, Hq, D], k_cache/v_cache [B, Hkv, L, D] (bf16 or fp16), Hq a multiple of Hkv.
 
     The underscored arguments override the launcher's choices; tests use them to force one split (the direct
-    path), many splits, and small tiles under the interpreter.
+    path), many splits, and small tiles under the interpreter. ``_g_pad=1`` puts MHA (G = 1) on the FMA path.
     """
     if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
         raise ValueError(f"expected q [B, Hq, D] and k/v [B, Hkv, L, D], got {tuple(q.shape)}, "
@@ -227,13 +228,21 @@ def flash_decoding(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     if L == 0:
         raise ValueError("softmax over an empty KV cache is undefined (L = 0)")
     G = Hq // Hkv
-    G_PAD = 1 if G == 1 else max(_G_DOT, triton.next_power_of_2(G))
+    # MHA (G = 1) too goes to the MMA path, its one query row padded to 16: on the H200 mha_b4_16k took 256 us
+    # there against 411-440 us on the FMA path at any split (benchmarks/runs/round7/tune_mha_mma.json).
+    G_PAD = _g_pad or max(_G_DOT, triton.next_power_of_2(G))
     D_PAD = triton.next_power_of_2(D)
     interp = _interpreting()
-    block_n = _block_n or (32 if interp else _BLOCK_N)
     num_sms = _num_sms or _sm_count(q)
+    block_n = _block_n or (32 if interp else _BLOCK_N)
     if _splits is None:
         S, chunk = _num_splits(B * Hkv, L, num_sms, block_n, 32 if interp else _MIN_CHUNK)
+        if _block_n is None and not interp and B * Hkv * S >= 2 * num_sms:
+            # >= 2 programs per SM: 32-position tiles (3 stages of 8 KB of K and 8 KB of V) let 3-4 be resident. On the H200
+            # b64_4k_gqa8 took 257 us at BLOCK_N = 32 against 292 us at 64, b16_16k 257 against 260; b1_64k
+            # (256 programs) is faster at 64 (80 vs 114 us). benchmarks/runs/round7/tune_decode_splitk.json.
+            block_n = 32
+            chunk = triton.cdiv(chunk, block_n) * block_n
     else:
         chunk = triton.cdiv(triton.cdiv(L, _splits), block_n) * block_n
         S = triton.cdiv(L, chunk)

@@ -68,7 +68,9 @@ import triton
 import triton.language as tl
 
 _GEMV_MAX_M = 4      # CUDA-core GEMV up to here: a tensor-core tile would be >= 75% padding
-_SPLITK_MAX_M = 64   # swap-AB split-K up to here; beyond, the shape is compute-heavy and goes to Stream-K
+# Swap-AB split-K up to here; beyond, Stream-K. At wgrad_long_k (M = 256) split-K over 64-row tiles took 288 us on
+# the H200 against 359 us for Stream-K (benchmarks/runs/round7/tune_decode_splitk_padded.json).
+_SPLITK_MAX_M = 256
 _MIN_SLICE = 1024    # each K slice at least this deep, so the fp32 fix-up stays a small share of the work
 
 
@@ -251,12 +253,15 @@ def _streamk_kernel(
 
 # ------------------------------------------------------------------------------------------------ launcher
 
-# Per path: tile sizes, warps and stages. Shared memory per stage: splitk BM=16: (64 + 16) * 256 * 2 = 40 KB
-# (5 stages = 200 KB); BM=64: (64 + 64) * 128 * 2 = 32 KB (5 stages); streamk: (128 + 128) * 64 * 2 = 32 KB.
+# Per path: tile sizes, warps and stages. Shared memory per stage: splitk BM=16: (64 + 16) * 128 * 2 = 20 KB
+# (4 stages = 80 KB); BM=64: (128 + 64) * 128 * 2 = 48 KB (4 stages = 192 KB); streamk: (128 + 128) * 64 * 2 = 32 KB.
+# The split-K tiles are the fastest of BN 32-128, BK 128-256 and S 2-16 swept on the H200 (tune_decode_splitk_padded
+# .json): decode_m16_down 41 us at BN=64, BK=128 (45 us at the earlier BK=256, 5 stages); batch64_square 49 us at
+# BN=128 (53 us at 64).
 _GPU = {
     "gemv": dict(BN=32, BK=256, num_warps=4, NUM_STAGES=4),
-    "splitk": dict(BN=64, BK=256, num_warps=4, NUM_STAGES=5),
-    "splitk_m64": dict(BN=64, BK=128, num_warps=4, NUM_STAGES=5),
+    "splitk": dict(BN=64, BK=128, num_warps=4, NUM_STAGES=4),
+    "splitk_m64": dict(BN=128, BK=128, num_warps=4, NUM_STAGES=4),
     "streamk": dict(BM=128, BN=128, BK=64, GROUP_M=8, num_warps=8, NUM_STAGES=4),
 }
 # Under the interpreter: small tiles so the smoke shape has several tiles and splits.
@@ -294,10 +299,10 @@ def _pick_path(M: int) -> str:
     return "splitk" if M <= _SPLITK_MAX_M else "streamk"
 
 
-def _split(K: int, tiles: int, num_sms: int, BK: int, min_slice: int) -> tuple[int, int]:
-    """(S, K_PER_SPLIT): enough (tile, split) programs for ~2 per SM, each slice >= min_slice deep and a multiple
-    of BK."""
-    s = max(1, min(triton.cdiv(2 * num_sms, tiles), K // min_slice))
+def _split(K: int, tiles: int, num_sms: int, BK: int, min_slice: int, per_sm: int = 2) -> tuple[int, int]:
+    """(S, K_PER_SPLIT): enough (tile, split) programs for ~per_sm per SM, each slice >= min_slice deep and a
+    multiple of BK."""
+    s = max(1, min(triton.cdiv(per_sm * num_sms, tiles), K // min_slice))
     k_per = triton.cdiv(triton.cdiv(K, s), BK) * BK
     return triton.cdiv(K, k_per), k_per
 
@@ -323,7 +328,10 @@ def _plan(M: int, N: int, K: int, num_sms: int, *, path: str | None = None, conf
         BM = min(BM, 64)
     tiles = triton.cdiv(N, cfg["BN"]) * triton.cdiv(M, BM)
     if splits is None:
-        S, k_per = _split(K, tiles, num_sms, cfg["BK"], _INTERP_MIN_SLICE if interp else _MIN_SLICE)
+        # GEMV: ~2 programs per SM. Tensor-core split-K: ~1 (one 80-192 KB pipeline fills an SM's shared memory);
+        # S = 2-4 was 5-15% faster than the S = 5 that 2 per SM gives at decode_m16_down.
+        S, k_per = _split(K, tiles, num_sms, cfg["BK"], _INTERP_MIN_SLICE if interp else _MIN_SLICE,
+                          per_sm=2 if path == "gemv" else 1)
     else:
         k_per = triton.cdiv(triton.cdiv(K, splits), cfg["BK"]) * cfg["BK"]
         S = triton.cdiv(K, k_per)

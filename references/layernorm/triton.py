@@ -41,16 +41,14 @@ Below the best baseline (torch.compile) on every workload: llama_hidden_8k (0.72
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
 EPS = 1e-5
-MAX_REGISTER_BLOCK = 16384  # fp32 values of one row held by one program: 32 per thread at 16 warps
-SHORT_ROW = 2048  # at or below this, several rows per program and a persistent grid with w/b hoisted
-TILE_N = 4096  # column tile of the long-row kernel: 16 fp32 values per thread at 8 warps
+MAX_REGISTER_BLOCK = 4096  # rows up to this length live in registers; longer ones take the two-sweep kernel
+ROW_TILE = 4096  # elements of the [ROWS, BLOCK_N] register tile: 64 fp32 per thread at 2 warps
+TILE_N = 2048  # column tile of the two-sweep kernel: 16 fp32 values per thread at 4 warps
 
 
 @triton.jit
@@ -78,8 +76,9 @@ def _layernorm_fwd_kernel(
         row_ok = rows < M
         mask = row_ok[:, None] & col_ok[None, :]
         # x is read exactly once: stream it past L2.
-        x = tl.load(X + rows[:, None].to(tl.int64) * stride_xm + cols[None, :], mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+        # No evict_first / .cs on x and y here: on the H200 they made this kernel 4-7% slower
+        # (benchmarks/runs/round7/tune_hints_ab.json); w and b keep their evict_last.
+        x = tl.load(X + rows[:, None].to(tl.int64) * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         # Corrected two-pass over registers: center on a first mean, then fix the mean with the centered sum.
         mean0 = tl.sum(x, axis=1) / N
         xc = tl.where(mask, x - mean0[:, None], 0.0)
@@ -87,8 +86,7 @@ def _layernorm_fwd_kernel(
         var = tl.maximum(tl.sum(xc * xc, axis=1) / N - d * d, 0.0)
         rstd = tl.math.rsqrt(var + eps)
         y = (xc - d[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
-        tl.store(Y + rows[:, None].to(tl.int64) * stride_ym + cols[None, :], y.to(Y.dtype.element_ty), mask=mask,
-                 cache_modifier=".cs")
+        tl.store(Y + rows[:, None].to(tl.int64) * stride_ym + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
         tl.store(MEAN + rows, mean0 + d, mask=row_ok)
         tl.store(RSTD + rows, rstd, mask=row_ok)
 
@@ -145,69 +143,31 @@ def _layernorm_fwd_tiled_kernel(
         tl.store(y_row + offs, y.to(Y.dtype.element_ty), mask=ok, cache_modifier=".cs")
 
 
-_OCCUPANCY: dict[tuple, int] = {}
-
-
-def _resident_programs(jit_fn, args: tuple, meta: dict, x: torch.Tensor) -> int:
-    """Programs of one compiled configuration that fit on an SM at once (registers, shared memory, threads).
-
-    A persistent grid larger than what is resident runs in two waves, and the second wave's programs start only
-    when the first ones have finished all their rows: twice the time. So the grid is sized from the compiled
-    kernel, as in Triton's fused-softmax tutorial. Under the interpreter there is nothing to measure: 1.
-    """
-    if not x.is_cuda:
-        return 1
-    key = (jit_fn.fn.__name__, x.device.index, x.dtype, tuple(sorted(meta.items())))
-    if key not in _OCCUPANCY:
-        compiled = jit_fn.warmup(*args, grid=(1,), **meta)
-        compiled._init_handles()
-        props = torch.cuda.get_device_properties(x.device)
-        threads = 32 * meta["num_warps"]
-        regs = -(-max(compiled.n_regs, 1) // 8) * 8  # registers are allocated in units of 8 per thread
-        occ = min(getattr(props, "regs_per_multiprocessor", 65536) // (regs * threads),
-                  props.max_threads_per_multi_processor // threads)
-        if compiled.metadata.shared:
-            occ = min(occ, getattr(props, "shared_memory_per_multiprocessor", 233472) // compiled.metadata.shared)
-        _OCCUPANCY[key] = max(1, occ)
-    return _OCCUPANCY[key]
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def _num_sms(x: torch.Tensor) -> int:
-    # Under the interpreter a small "SM count" makes the persistent loop run several iterations per program.
-    return _sm_count(x.device.index or 0) if x.is_cuda else 4
-
-
-def _num_warps(block_elems: int) -> int:
-    # At most ~32 fp32 values of x per thread: 4 warps to 4k elements, 8 to 8k, 16 beyond.
-    return 4 if block_elems <= 4096 else 8 if block_elems <= 8192 else 16
-
-
-def _plan(N: int, *, max_block: int = MAX_REGISTER_BLOCK, short_row: int = SHORT_ROW, tile_n: int = TILE_N,
+def _plan(N: int, *, max_block: int = MAX_REGISTER_BLOCK, row_tile: int = ROW_TILE, tile_n: int = TILE_N,
           rows: int | None = None) -> dict:
-    """Which kernel a row length takes, and its tile: {path, rows, block_n, num_warps, persistent}."""
+    """Which kernel a row length takes, and its tile: {path, rows, block_n, num_warps}.
+
+    Swept on the H200 (benchmarks/runs/round7/tune_*.json: rows 1-16, 2-16 warps, persistent or not, tiles of
+    512-4096): rows of up to 4096 do best as [ROWS, BLOCK_N] tiles of 4096 elements at 2 warps, one program per
+    tile (many_short_rows 134 us, large_offset_fp32 133 us; a persistent grid of resident programs took 160-170
+    us). An 8192-wide row held in registers took >= 201 us at any warp count, against 155 us for the two-sweep
+    kernel with 2048-element tiles at 4 warps: small programs, many of them resident, the second sweep from L2.
+    """
     block_n = triton.next_power_of_2(N)
     if block_n > max_block:
         tile = min(tile_n, block_n)
-        return dict(path="tiled", rows=1, block_n=tile, num_warps=_num_warps(2 * tile), persistent=False)
-    if N <= short_row:
-        # [ROWS, BLOCK_N] tiles of 8k elements: 16 KB of bf16 in and 16 KB out per iteration.
-        r = rows or max(1, min(16, 8192 // block_n))
-        return dict(path="rows", rows=r, block_n=block_n, num_warps=_num_warps(r * block_n), persistent=True)
-    r = rows or 1
-    return dict(path="rows", rows=r, block_n=block_n, num_warps=_num_warps(r * block_n), persistent=False)
+        return dict(path="tiled", rows=1, block_n=tile, num_warps=max(1, min(16, tile // 512)))
+    r = rows or max(1, row_tile // block_n)
+    return dict(path="rows", rows=r, block_n=block_n, num_warps=max(1, min(16, r * block_n // 2048)))
 
 
 def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EPS, *,
-              _max_block: int = MAX_REGISTER_BLOCK, _short_row: int = SHORT_ROW, _tile_n: int = TILE_N,
+              _max_block: int = MAX_REGISTER_BLOCK, _row_tile: int = ROW_TILE, _tile_n: int = TILE_N,
               _rows: int | None = None, _num_progs: int | None = None):
     """LayerNorm over the last dim of a 2-D ``x``; returns ``(y, mean, rstd)``.
 
-    The underscored arguments move the path thresholds so tests can reach every path with small shapes.
+    The underscored arguments move the path thresholds and tiles so tests can reach every path with small shapes;
+    ``_num_progs`` makes the row kernel loop over several row blocks per program (a persistent grid).
     """
     assert x.dim() == 2 and w.shape == b.shape == (x.shape[1],)
     assert x.stride(1) == 1 and w.is_contiguous() and b.is_contiguous()
@@ -217,22 +177,15 @@ def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = EP
     rstd = torch.empty(M, device=x.device, dtype=torch.float32)
     if M == 0:
         return y, mean, rstd
-    plan = _plan(N, max_block=_max_block, short_row=_short_row, tile_n=_tile_n, rows=_rows)
+    plan = _plan(N, max_block=_max_block, row_tile=_row_tile, tile_n=_tile_n, rows=_rows)
     if plan["path"] == "tiled":
         _layernorm_fwd_tiled_kernel[(M,)](
             x, w, b, y, mean, rstd, N, x.stride(0), y.stride(0), eps,
             BLOCK_N=plan["block_n"], num_warps=plan["num_warps"])
         return y, mean, rstd
-    blocks = triton.cdiv(M, plan["rows"])
-    meta = dict(ROWS=plan["rows"], BLOCK_N=plan["block_n"], num_warps=plan["num_warps"])
-    if _num_progs:
-        progs = _num_progs
-    elif plan["persistent"]:
-        args = (x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, blocks)
-        progs = min(blocks, _num_sms(x) * _resident_programs(_layernorm_fwd_kernel, args, meta, x))
-    else:
-        progs = blocks
-    _layernorm_fwd_kernel[(progs,)](x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, progs, **meta)
+    progs = _num_progs or triton.cdiv(M, plan["rows"])
+    _layernorm_fwd_kernel[(progs,)](x, w, b, y, mean, rstd, M, N, x.stride(0), y.stride(0), eps, progs,
+                                    ROWS=plan["rows"], BLOCK_N=plan["block_n"], num_warps=plan["num_warps"])
     return y, mean, rstd
 
 

@@ -47,8 +47,10 @@ import triton
 import triton.language as tl
 
 MAX_REGISTER_BLOCK = 8192  # row-in-registers up to here: x, dy, w and two partials = 80 fp32 per thread at 16 warps
-WIDE_TILE = 4096  # column tile of the wide kernel: [2, 4096] = 32 KB of dy + x per step, 16 per thread at 16 warps
-WIDE_ROWS = 2  # rows per step of the wide kernel: halves the partial-row read-modify-write traffic
+WIDE_TILE = 4096  # column tile of the wide kernel: [4, 4096] = 64 KB of dy + x per step, 32 per thread at 16 warps
+# Rows per step of the wide kernel: a quarter of the partial-row read-modify-write traffic. On the H200 wide_few_rows
+# took 113 us at 4 rows against 140 us at 2 (benchmarks/runs/round7/tune_memory_bound.json).
+WIDE_ROWS = 4
 
 
 @triton.jit

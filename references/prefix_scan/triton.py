@@ -54,7 +54,7 @@ import triton
 import triton.language as tl
 
 _SHORT_N = 2048       # rows up to this length: several whole rows per program (``tile`` path)
-_TILE_ELEMS = 8192    # elements per program-iteration in the ``tile`` path
+_TILE_ELEMS = 1024    # elements per program in the ``tile`` path: [4, 256] at 4 warps, 8 per thread
 _ROW_BLOCK = 4096     # tile of the ``rows`` path: 16 items per thread at 8 warps
 _SCAN_BLOCK = 8192    # tile of the look-back path: 32 items per thread at 8 warps, 32768 tiles at giant_1d
 _WINDOW = 32          # predecessors inspected per look-back step
@@ -244,7 +244,9 @@ def prefix_scan(x: torch.Tensor, *, _path: str | None = None, _block: int | None
         block_n = triton.next_power_of_2(N)
         rows = _rows or max(1, min(triton.next_power_of_2(B), _TILE_ELEMS // block_n))
         warps = 8 if rows * block_n >= 4096 else 4
-        progs = _num_progs or min(triton.cdiv(B, rows), num_sms * (32 // warps))
+        # One program per row block: on the H200 a persistent grid was 5-17% slower than [4, 256] tiles with a
+        # program each (benchmarks/runs/round7/tune_memory_bound.json: 130 vs 155 us at short_rows_fp32).
+        progs = _num_progs or triton.cdiv(B, rows)
         _scan_tile_kernel[(progs,)](x, y, B, N, x.stride(0), y.stride(0), progs,
                                     ROWS=rows, BLOCK_N=block_n, num_warps=warps)
     elif path == "rows":

@@ -8,14 +8,18 @@ is cast to the storage dtype only at the store.
 Two paths, picked by the launcher:
 
 - ``rows``: N <= 16384. The fp32 row h (up to 64 KB) stays in registers across the add, the reduction and the
-  scaling; num_warps 4 / 8 / 16 up to 2k / 8k / beyond. A persistent grid of programs loops over rows, and w is
-  loaded once per program (evict_last) before the row loop.
+  scaling; one program per row, 64 fp32 values of h per thread (num_warps = BLOCK_N / 2048, at least 1). The
+  kernel can loop over rows (w loaded once per program, evict_last, before the loop), but on the H200 a persistent
+  grid of resident programs was 6-14% slower than one program per row (benchmarks/runs/round7/tune_*.json), so
+  the launcher uses num_progs = M.
 - ``tiled``: N > 16384. Pass 1 over column tiles adds, stores residual_out (evict_last, so it stays in L2) and
   accumulates h*h; pass 2 re-reads residual_out from L2 and writes y. y is then computed from h rounded to the
   storage dtype, which adds at most one storage ulp of error (within the task's tolerances).
 
-x and residual are streamed with evict_first; y and residual_out are not re-read by this kernel (except in the
-tiled path), so they are stored with the streaming ``.cs`` modifier.
+The ``rows`` kernel puts no hints on x, residual, y and residual_out: with evict_first loads and ``.cs`` stores it
+was 5-7% slower on the H200 at every warp count and grid size swept (tune_hints_ab.json: prefill_8k 280 vs 262
+us), most of it from the evict_first loads (tune_no_evict_first.json). The ``tiled`` path keeps them: its pass 1
+must leave residual_out in L2 for pass 2 and nothing else.
 
 Roofline floors on H200 (bytes = 4*M*N*elt + N*elt at the measured copy bandwidth):
 
@@ -87,16 +91,14 @@ def _rmsnorm_residual_kernel(
     # drops the eviction hints (checked in sm_90 PTX). 2 x 16 KB of loads per 8k bf16 row are in flight anyway.
     for row in tl.range(pid, M, num_progs):
         row64 = tl.cast(row, tl.int64)
-        x = tl.load(x_ptr + row64 * stride_xm + cols, mask=mask, other=0.0, eviction_policy="evict_first")
-        r = tl.load(res_ptr + row64 * stride_rm + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+        x = tl.load(x_ptr + row64 * stride_xm + cols, mask=mask, other=0.0)
+        r = tl.load(res_ptr + row64 * stride_rm + cols, mask=mask, other=0.0)
         # Fused add in fp32; residual_out is written from the same registers that feed the norm.
         h = x.to(tl.float32) + r.to(tl.float32)
-        tl.store(res_out_ptr + row64 * stride_om + cols, h.to(res_out_ptr.dtype.element_ty), mask=mask,
-                 cache_modifier=".cs")
+        tl.store(res_out_ptr + row64 * stride_om + cols, h.to(res_out_ptr.dtype.element_ty), mask=mask)
         # fp32 sum of squares, one rsqrt per row, then FMAs.
         rstd = tl.math.rsqrt(tl.sum(h * h, axis=0) / N + eps)
-        tl.store(y_ptr + row64 * stride_ym + cols, (h * rstd * w).to(y_ptr.dtype.element_ty), mask=mask,
-                 cache_modifier=".cs")
+        tl.store(y_ptr + row64 * stride_ym + cols, (h * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -144,8 +146,8 @@ def _rmsnorm_residual_tiled_kernel(
 
 
 def _row_warps(block_n: int) -> int:
-    # 8-16 warps for 8-16k rows: <= 32 fp32 values of h per thread, and >= 32 KB of loads in flight per program.
-    return 4 if block_n <= 2048 else 8 if block_n <= 8192 else 16
+    # 64 fp32 values of h per thread: best or within 1% of it on all three workloads (4-32 warps swept).
+    return max(1, min(16, block_n // 2048))
 
 
 def rmsnorm_residual(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, eps: float = EPS, *,
@@ -178,8 +180,7 @@ def rmsnorm_residual(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, e
         if block_n < N:
             raise ValueError(f"rows path needs BLOCK_N >= N, got {block_n} < {N}")
         warps = _row_warps(block_n)
-        # 16 warps per SM in all, so every program is resident at once (<= 128 registers per thread).
-        progs = _num_progs or min(M, num_sms * (16 // warps))
+        progs = _num_progs or M
         _rmsnorm_residual_kernel[(progs,)](*args, progs, eps, BLOCK_N=block_n, num_warps=warps)
     elif path == "tiled":
         block_n = _block_n or _TILE_N

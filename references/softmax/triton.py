@@ -46,7 +46,8 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 _SHORT_N = 1024          # rows up to this length go through the 2-D tile path
 _MAX_REG_N = 16384       # an fp32 row of up to 64 KB stays in one program's registers
-_TILE_BYTES = 16384      # bytes of x per program per iteration in the tile and split paths
+_SHORT_TILE = 1024       # elements of a tile-path program: [4, 256] at 4 warps, 8 per thread
+_TILE_BYTES = 16384      # bytes of x per program per iteration in the split path
 _SWEEP_BYTES = 32768     # two-sweep path: one 16-warp program per SM keeps 32 KB of loads in flight
 _L2_BUDGET = 40 << 20    # bytes of evict_last rows in flight in the two-sweep path (H200 L2: 60 MB)
 
@@ -265,10 +266,11 @@ def softmax(x: torch.Tensor, *, _path: str | None = None, _block_n: int | None =
 
     if path == "tile":
         block_n = _block_n or triton.next_power_of_2(N)
-        block_m = _block_m or max(1, min(triton.next_power_of_2(M), (_TILE_BYTES // elt) // block_n))
+        block_m = _block_m or max(1, min(triton.next_power_of_2(M), _SHORT_TILE // block_n))
         warps = 4 if block_m * block_n <= 4096 else 8
-        # 16 warps per SM in all: ~16 KB in flight per program and at most 128 registers per thread.
-        progs = _num_progs or min(triton.cdiv(M, block_m), num_sms * (16 // warps))
+        # One program per row block: on the H200 a persistent grid (2-8 programs per SM) was 2-9% slower than
+        # [4, 256] tiles with a program each (benchmarks/runs/round7/tune_memory_bound.json: 130 vs 141 us).
+        progs = _num_progs or triton.cdiv(M, block_m)
         _softmax_tile_kernel[(progs,)](x, y, M, N, x.stride(0), y.stride(0), progs,
                                        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
     elif path == "rows":

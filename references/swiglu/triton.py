@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-TILE_ELEMS = 4096  # outputs per program: 16 per thread at 4 warps
+TILE_ELEMS = 4096  # outputs per program: 8 per thread (one 16-byte vector per stream) at 16 warps
 MAX_BLOCK_I = 4096
 
 
@@ -52,14 +52,14 @@ def _swiglu_kernel(
     mask = (rows < T)[:, None] & (cols < I)[None, :]
     x_row = X + rows.to(tl.int64)[:, None] * stride_xt
     # Two coalesced streams: the gate half and the up half of the same rows.
-    g = tl.load(x_row + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    u = tl.load(x_row + I + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    # silu(g) = g * sigmoid(g), with sigmoid via exp2 (log2(e) folded into the multiplier) and one reciprocal.
-    # For g -> -inf, exp2 overflows to inf and the reciprocal gives 0, the correct limit.
-    sig = 1.0 / (1.0 + tl.exp2(g * -1.4426950408889634))
-    h = g * sig * u
-    tl.store(H + rows.to(tl.int64)[:, None] * stride_ht + cols[None, :], h.to(H.dtype.element_ty), mask=mask,
-             cache_modifier=".cs")
+    # No eviction hints: on the H200, evict_first loads and .cs stores made this kernel 5-7% slower at every tile
+    # and warp count (benchmarks/runs/round7/tune_hints_ab.json: 340 vs 360 us on prefill_14336).
+    g = tl.load(x_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(x_row + I + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    # silu(g) = g / (1 + 2^(-g*log2(e))): one MUFU.EX2 and an approximate division (div.full, 2 ulp, far below
+    # bf16's rounding). For g -> -inf, exp2 overflows to inf and the quotient is 0, the correct limit.
+    h = tl.fdiv(g, 1.0 + tl.exp2(g * -1.4426950408889634), ieee_rounding=False) * u
+    tl.store(H + rows.to(tl.int64)[:, None] * stride_ht + cols[None, :], h.to(H.dtype.element_ty), mask=mask)
 
 
 def _block_i(inter: int, max_block: int) -> int:
@@ -73,10 +73,13 @@ def _block_i(inter: int, max_block: int) -> int:
 
 
 def _plan(inter: int, *, tile_elems: int = TILE_ELEMS, max_block_i: int = MAX_BLOCK_I) -> tuple[int, int, int]:
-    """(ROWS, BLOCK_I, num_warps) for rows of I outputs: 4096-output tiles, 16 per thread at 4 warps."""
+    """(ROWS, BLOCK_I, num_warps) for rows of I outputs: 4096-output tiles, 8 per thread at 16 warps.
+
+    Swept on the H200 (benchmarks/runs/round7/tune_hints_ab.json, tiles of 1-16k outputs, 2-16 warps): 8 outputs
+    per thread was best or within 1% on all three workloads; the tile size itself moved the time by < 2%."""
     block_i = _block_i(inter, max_block_i)
     rows = max(1, tile_elems // block_i)
-    return rows, block_i, max(1, min(8, rows * block_i // 1024))
+    return rows, block_i, max(1, min(16, rows * block_i // 256))
 
 
 def swiglu(x: torch.Tensor, *, _tile_elems: int = TILE_ELEMS, _max_block_i: int = MAX_BLOCK_I) -> torch.Tensor:

@@ -69,7 +69,7 @@ def test_empty_bags_and_bags_per_program():
     got = KERNEL.embedding_bag(table, indices, offsets, psw, _bags=4)
     assert failures(s, lambda *t: got, (table, indices, offsets, psw)) == []
     assert torch.equal(got[[0, 2, 3, 5]], torch.zeros(4, 8))
-    assert [KERNEL._bags_per_program(d, 8) for d in (128, 32, 8)] == [2, 8, 16]
+    assert [KERNEL._bags_per_program(d, 8) for d in (256, 128, 64, 32, 8)] == [1, 2, 4, 32, 32]
 
 
 def test_skew_probe_flags_zipf_not_uniform():

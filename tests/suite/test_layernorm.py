@@ -58,10 +58,10 @@ def test_each_path_matches_reference(case):
 
 def test_catalog_workloads_take_their_designed_path():
     plans = {w.name: KERNEL._plan(w.params["N"]) for w in TASK.workloads}
-    assert plans["llama_hidden_8k"] == dict(path="rows", rows=1, block_n=8192, num_warps=8, persistent=False)
-    assert plans["many_short_rows"] == dict(path="rows", rows=8, block_n=1024, num_warps=8, persistent=True)
-    assert plans["large_offset_fp32"] == dict(path="rows", rows=1, block_n=4096, num_warps=4, persistent=False)
-    assert KERNEL._plan(16384)["path"] == "rows" and KERNEL._plan(16385)["path"] == "tiled"
+    assert plans["llama_hidden_8k"] == dict(path="tiled", rows=1, block_n=2048, num_warps=4)
+    assert plans["many_short_rows"] == dict(path="rows", rows=4, block_n=1024, num_warps=2)
+    assert plans["large_offset_fp32"] == dict(path="rows", rows=1, block_n=4096, num_warps=2)
+    assert KERNEL._plan(4096)["path"] == "rows" and KERNEL._plan(4097)["path"] == "tiled"
 
 
 def one_pass_variance(x, w, b):

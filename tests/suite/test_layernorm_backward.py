@@ -58,7 +58,7 @@ def test_catalog_workloads_take_their_designed_path():
     plans = {w.name: KERNEL._plan(w.params["N"]) for w in TASK.workloads}
     assert plans["llama_8k"] == dict(path="rows", rows=1, block_n=8192, num_warps=16)
     assert plans["many_rows_n1024"] == dict(path="rows", rows=4, block_n=1024, num_warps=8)
-    assert plans["wide_few_rows"] == dict(path="wide", rows=2, block_n=4096, num_warps=16)
+    assert plans["wide_few_rows"] == dict(path="wide", rows=4, block_n=4096, num_warps=16)
     # G: whole waves of resident programs on 132 SMs; the wide path keeps its [G, N] partials within budget.
     assert KERNEL._group_count(plans["many_rows_n1024"], 1024, 32768, 3, 132) == 396
     assert KERNEL._group_count(plans["wide_few_rows"], 16384, 1024, 3, 132) == 132

@@ -52,8 +52,8 @@ def test_each_path_matches_reference(case):
 
 def test_catalog_workloads_take_their_designed_tiles():
     plans = {w.name: KERNEL._plan(w.params["I"]) for w in TASK.workloads}
-    # (ROWS, BLOCK_I, num_warps): 4096-output tiles whose BLOCK_I divides I, so no lane is masked.
-    assert plans == {"prefill_14336": (2, 2048, 4), "decode_wide_rows": (1, 4096, 4), "moe_short_rows": (16, 256, 4)}
+    # (ROWS, BLOCK_I, num_warps): 4096-output tiles whose BLOCK_I divides I, so no lane is masked; 8 per thread.
+    assert plans == {"prefill_14336": (2, 2048, 16), "decode_wide_rows": (1, 4096, 16), "moe_short_rows": (16, 256, 16)}
     for w in TASK.workloads:
         assert w.params["I"] % plans[w.name][1] == 0
     # The decode shape gets 64 x 13 programs, not 64.

@@ -1,0 +1,354 @@
+"""Launch-configuration sweep of the expert references on this GPU: which tile, grid and warp count is fastest per
+workload, timed like the evaluator (an L2 flush before every call, CUDA events around the call alone).
+
+    python benchmarks/tune_references.py --out benchmarks/runs/tune_h200.json              # every swept task
+    python benchmarks/tune_references.py --tasks swiglu layernorm --budget-s 300
+
+It calls each reference module's launcher with its underscored override arguments (the ones the tests use) and,
+through :func:`warps`, with a different ``num_warps`` for one of its kernels; nothing in the references is
+edited. Only correctness-preserving knobs are swept: every variant's output is compared with the default
+configuration's before it is timed, and a variant that differs beyond the task's tolerance is reported, not
+timed. The baseline figures to compare with are the evaluator's (``benchmarks/references_h200.json``); this
+script does not compile the torch.compile baselines (tens of seconds each), it only ranks configurations.
+The JSON is rewritten after every variant, so a crash or the time budget loses nothing measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import re
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from d2kgrade.io import write_json  # noqa: E402
+from runner.direct import load_reference  # noqa: E402
+from runner.evaluate import gpu_info, load_task  # noqa: E402
+from runner.inputs import WorkloadSpec, make_inputs  # noqa: E402
+from runner.loading import load_module  # noqa: E402
+
+Variant = tuple[str, Callable[..., Any]]
+PAD_CYCLES = 400_000  # ~0.2 ms at the H200's 1.98 GHz
+
+
+@contextlib.contextmanager
+def warps(jit_fn: Any, n: int | None) -> Iterator[None]:
+    """Launch ``jit_fn`` with ``num_warps=n`` (``None``: unchanged) inside the block."""
+    if n is None:
+        yield
+        return
+    orig = jit_fn.run
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        kwargs["num_warps"] = n
+        return orig(*args, **kwargs)
+
+    jit_fn.run = run
+    try:
+        yield
+    finally:
+        del jit_fn.run
+
+
+def with_warps(fn: Callable[..., Any], jit_fn: Any, n: int | None) -> Callable[..., Any]:
+    def call(*inputs: Any) -> Any:
+        with warps(jit_fn, n):
+            return fn(*inputs)
+    return call
+
+
+def kw(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    return lambda *inputs: fn(*inputs, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------ per-task sweeps
+
+
+def sweep_swiglu(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    out = []
+    for tile, w in itertools.product((1024, 2048, 4096, 8192, 16384), (2, 4, 8, 16)):
+        if tile // (32 * w) < 8 or tile // (32 * w) > 64:
+            continue
+        out.append((f"tile={tile} warps={w}", with_warps(kw(m.swiglu, _tile_elems=tile), m._swiglu_kernel, w)))
+    return out
+
+
+def sweep_layernorm(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    M, N = inputs[0].shape
+    out = []
+    for rows, w, persistent in itertools.product((1, 2, 4, 8, 16), (2, 4, 8, 16), (True, False)):
+        if rows * N > 16384 or rows * N // (32 * w) > 64 or rows * N // (32 * w) < 4:
+            continue
+        progs = None if persistent else -(-M // rows)
+        out.append((f"rows={rows} warps={w} persistent={persistent}",
+                    with_warps(kw(m.layernorm, _rows=rows, _num_progs=progs,
+                                  _short_row=N if persistent else 0), m._layernorm_fwd_kernel, w)))
+    if N > 2048:  # the two-sweep tiled kernel, one row per program, as inductor's looped reduction does
+        for tile, w in itertools.product((512, 1024, 2048, 4096), (2, 4, 8, 16)):
+            if tile >= N or tile // (32 * w) > 16 or tile // (32 * w) < 2:
+                continue
+            out.append((f"tiled tile={tile} warps={w}",
+                        with_warps(kw(m.layernorm, _max_block=tile, _tile_n=tile), m._layernorm_fwd_tiled_kernel, w)))
+    return out
+
+
+def sweep_rmsnorm_residual(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    M, N = inputs[0].shape
+    out = []
+    for w in (4, 8, 16, 32):
+        for per_sm in (1, 2, 4, 8, None):
+            if N // (32 * w) < 4:
+                continue
+            progs = M if per_sm is None else min(M, 132 * per_sm)
+            out.append((f"warps={w} progs={progs}",
+                        with_warps(kw(m.rmsnorm_residual, _num_progs=progs), m._rmsnorm_residual_kernel, w)))
+    for tile, w in itertools.product((1024, 2048, 4096), (4, 8, 16)):
+        if tile >= N or tile // (32 * w) > 16 or tile // (32 * w) < 2:
+            continue
+        out.append((f"tiled tile={tile} warps={w} progs={M}",
+                    with_warps(kw(m.rmsnorm_residual, _path="tiled", _block_n=tile, _num_progs=M),
+                               m._rmsnorm_residual_tiled_kernel, w)))
+    return out
+
+
+def sweep_transpose(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    out = []
+    for path, side, w in itertools.product(("tma", "pointer"), (None, 32, 64, 128), (4, 8)):
+        label = f"path={path} max_side={side} warps={w}"
+        jit = m._transpose_tma_kernel if path == "tma" else m._transpose_kernel
+        out.append((label, with_warps(kw(m.transpose, _path=path, _max_side=side), jit, w)))
+    return out
+
+
+def sweep_softmax(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    M, N = inputs[0].shape
+    out = []
+    for bm, w, per_sm in itertools.product((4, 8, 16, 32), (2, 4, 8), (2, 4, 8, None)):
+        if bm * N // (32 * w) > 64 or bm * N // (32 * w) < 4:
+            continue
+        progs = -(-M // bm) if per_sm is None else 132 * per_sm
+        out.append((f"tile block_m={bm} warps={w} progs={progs}",
+                    with_warps(kw(m.softmax, _path="tile", _block_m=bm, _num_progs=progs),
+                               m._softmax_tile_kernel, w)))
+    return out
+
+
+def sweep_prefix_scan(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    B, N = inputs[0].shape
+    out = []
+    for rows, w, per_sm in itertools.product((4, 8, 16, 32), (2, 4, 8), (2, 4, 8, None)):
+        if rows * N // (32 * w) > 64 or rows * N // (32 * w) < 4:
+            continue
+        progs = -(-B // rows) if per_sm is None else 132 * per_sm
+        out.append((f"tile rows={rows} warps={w} progs={progs}",
+                    with_warps(kw(m.prefix_scan, _path="tile", _rows=rows, _num_progs=progs),
+                               m._scan_tile_kernel, w)))
+    return out
+
+
+def sweep_layernorm_backward(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    out = []
+    for tile, rows, w in itertools.product((1024, 2048, 4096, 8192), (1, 2, 4), (4, 8, 16)):
+        if tile * rows // (32 * w) > 64 or tile * rows // (32 * w) < 4:
+            continue
+        out.append((f"wide tile={tile} rows={rows} warps={w}",
+                    with_warps(kw(m.layernorm_backward, _wide_tile=tile, _wide_rows=rows, _max_block=1024),
+                               m._layernorm_bwd_wide_kernel, w)))
+    return out
+
+
+def sweep_flash_decoding(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    out = []
+    mha = params["Hq"] == params["Hkv"]
+    for splits, bn, w, g_pad in itertools.product((1, 2, 3, 4, 6, 8, 16, 32), (32, 64), (4, 8),
+                                                  (None, 16) if mha else (None,)):
+        if splits * 256 > params["L"]:
+            continue
+        out.append((f"splits={splits} block_n={bn} warps={w}" + (f" g_pad={g_pad}" if g_pad else ""),
+                    with_warps(kw(m.flash_decoding, _splits=splits, _block_n=bn, _g_pad=g_pad),
+                               m._decode_split_kernel, w)))
+    return out
+
+
+def sweep_gemm_splitk(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    M = inputs[0].shape[0]
+    out: list[Variant] = []
+    if M > 64:  # Stream-K path, and split-K over 64-row tiles
+        for bm, bn, w, st in itertools.product((64, 128), (128, 256), (4, 8), (3, 4)):
+            cfg = dict(BM=bm, BN=bn, BK=64, num_warps=w, NUM_STAGES=st)
+            out.append((f"streamk {cfg}", kw(m.gemm_splitk, _config=cfg)))
+    path = "gemv" if M <= 4 else "splitk"
+    for bn, bk, s in itertools.product((32, 64, 128), (128, 256), (None, 2, 4, 8, 16)):
+        cfg = dict(BN=bn, BK=bk, num_warps=4, NUM_STAGES=4)
+        out.append((f"{path} {cfg} S={s}", kw(m.gemm_splitk, _path=path, _config=cfg, _splits=s)))
+    return out
+
+
+def sweep_embedding_bag(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    out = []
+    for bags, unroll in itertools.product((4, 8, 16, 32, 64), (4, 8, 16)):
+        out.append((f"bags={bags} unroll={unroll}", kw(m.embedding_bag, _bags=bags, _unroll=unroll)))
+    return out
+
+
+SWEEPS: dict[str, tuple[Callable[..., list[Variant]], tuple[str, ...] | None]] = {
+    # task: (variant maker, workloads (None: all))
+    "swiglu": (sweep_swiglu, None),
+    "layernorm": (sweep_layernorm, None),
+    "rmsnorm_residual": (sweep_rmsnorm_residual, None),
+    "transpose": (sweep_transpose, None),
+    "softmax": (sweep_softmax, ("short_rows_fp32",)),
+    "prefix_scan": (sweep_prefix_scan, ("short_rows_fp32",)),
+    "layernorm_backward": (sweep_layernorm_backward, ("wide_few_rows",)),
+    "flash_decoding": (sweep_flash_decoding, None),
+    "gemm_splitk": (sweep_gemm_splitk, None),
+    "embedding_bag": (sweep_embedding_bag, ("small_dim_bf16_d32",)),
+}
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+def time_call(fn: Callable[..., Any], inputs: tuple, flush: torch.Tensor, reps: int) -> list[float]:
+    """Event-timed ms of ``reps`` calls queued back to back, each after an L2 flush (as runner.timing does)."""
+    events = []
+    for _ in range(reps):
+        flush.zero_()
+        # A GPU-side pause before each call, so the host has queued the call's launches before ``start`` runs and
+        # its Python overhead is not timed (runner.timing pads the same way).
+        torch.cuda._sleep(PAD_CYCLES)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*inputs)
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in events]
+
+
+def _flat(out: Any) -> list[torch.Tensor]:
+    return [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+
+
+def close(a: Any, b: Any, tol: tuple[float, float]) -> bool:
+    for x, y in zip(_flat(a), _flat(b), strict=True):
+        if x.shape != y.shape or not torch.allclose(x.float(), y.float(), atol=tol[0], rtol=tol[1], equal_nan=True):
+            return False
+    return True
+
+
+def _tolerance(task: Any, dtype: str) -> tuple[float, float]:
+    """The workload dtype's tolerance, or the task's first (tasks whose outputs are fp32 key it by that)."""
+    try:
+        return task.tolerance_for(dtype)
+    except KeyError:
+        return tuple(next(iter(task.tolerance.values())))
+
+
+HINT_RES = {
+    "all": re.compile(r',\s*(eviction_policy|cache_modifier)\s*=\s*"[^"]*"'),
+    "evict_first": re.compile(r',\s*eviction_policy\s*=\s*"evict_first"'),
+    "cs_stores": re.compile(r',\s*cache_modifier\s*=\s*"\.cs"'),
+}
+
+
+def load_without_hints(path: Path, prefix: str, which: str) -> Any:
+    """The reference with its eviction_policy= / cache_modifier= arguments removed (an A/B of the hints):
+    ``all`` of them, only the ``evict_first`` loads, or only the ``.cs`` (streaming) stores."""
+    src = HINT_RES[which].sub("", path.read_text())
+    tmp = Path(tempfile.mkdtemp(prefix="d2k_tune_")) / path.name
+    tmp.write_text(src)
+    return load_module(tmp, prefix=prefix)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", nargs="*", default=None, help="tasks to sweep (default: all in SWEEPS)")
+    ap.add_argument("--workloads", nargs="*", default=None, help="only these workloads (default: the sweep's own)")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "runs" / "tune_h200.json")
+    ap.add_argument("--no-hints", choices=sorted(HINT_RES), default=None,
+                    help="also sweep each reference with these hints removed (labels 'nohints ...')")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--budget-s", type=float, default=540.0, help="stop starting variants after this many seconds")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("tune_references.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    t_start = time.monotonic()
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    doc: dict[str, Any] = {"command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "gpu": gpu_info(), "torch": torch.__version__, "reps": args.reps, "complete": False,
+                           "rows": []}
+    try:
+        import triton
+        doc["triton"] = triton.__version__
+    except ImportError:
+        pass
+    tasks = args.tasks or list(SWEEPS)
+    for task_id in tasks:
+        maker, only = SWEEPS[task_id]
+        task = load_task(ROOT, task_id)
+        ref = load_reference(ROOT / "tasks" / task_id)
+        mod = load_module(ROOT / "references" / task_id / "triton.py", prefix="d2k_tune")
+        for wl in task.workloads:
+            if (args.workloads and wl.name not in args.workloads) or (not args.workloads and only
+                                                                         and wl.name not in only):
+                continue
+            spec = WorkloadSpec.resolve(task, wl)
+            inputs = make_inputs(ref, spec, seed=0, device="cuda")
+            tol = _tolerance(task, wl.dtype)
+            call = (lambda m: (lambda *a: m.kernel(*a, **spec.scalars)))(mod)
+            expect = call(*inputs)
+            torch.cuda.synchronize()
+            variants = [("default", call)] + maker(mod, inputs, dict(wl.params))
+            if args.no_hints:
+                bare = load_without_hints(ROOT / "references" / task_id / "triton.py", "d2k_tune_bare",
+                                          args.no_hints)
+                variants += [("nohints default", (lambda m: (lambda *a: m.kernel(*a, **spec.scalars)))(bare))]
+                variants += [("nohints " + label, fn) for label, fn in maker(bare, inputs, dict(wl.params))]
+            for label, fn in variants:
+                if time.monotonic() - t_start > args.budget_s:
+                    doc["stopped"] = f"budget of {args.budget_s} s reached before {task_id}/{wl.name}/{label}"
+                    write_json(args.out, doc)
+                    print(doc["stopped"], flush=True)
+                    return 0
+                row: dict[str, Any] = {"task": task_id, "workload": wl.name, "variant": label}
+                try:
+                    out = fn(*inputs)
+                    torch.cuda.synchronize()
+                    if not close(out, expect, tol):
+                        row["error"] = "output differs from the default configuration's"
+                    else:
+                        del out
+                        ms = time_call(fn, inputs, flush, args.reps)
+                        row["median_ms"] = statistics.median(ms)
+                        row["min_ms"] = min(ms)
+                except Exception:  # noqa: BLE001
+                    row["error"] = traceback.format_exc(limit=3)[-800:]
+                    torch.cuda.synchronize()
+                doc["rows"].append(row)
+                write_json(args.out, doc)
+                print(f"{task_id:20s} {wl.name:22s} {label:60s} "
+                      f"{row.get('median_ms', float('nan')):9.4f} {row.get('error', '')[:80]}", flush=True)
+            del inputs, expect
+            torch.cuda.empty_cache()
+    doc["complete"] = True
+    doc["wall_s"] = time.monotonic() - t_start
+    write_json(args.out, doc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
