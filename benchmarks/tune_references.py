@@ -63,14 +63,15 @@ def warps(jit_fn: Any, n: int | None) -> Iterator[None]:
 
 
 def with_warps(fn: Callable[..., Any], jit_fn: Any, n: int | None) -> Callable[..., Any]:
-    def call(*inputs: Any) -> Any:
+    def call(*inputs: Any, **scalars: Any) -> Any:
         with warps(jit_fn, n):
-            return fn(*inputs)
+            return fn(*inputs, **scalars)
     return call
 
 
 def kw(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
-    return lambda *inputs: fn(*inputs, **kwargs)
+    """``fn`` with launcher overrides; the task's scalar arguments (stride, k...) are passed at call time."""
+    return lambda *inputs, **scalars: fn(*inputs, **scalars, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ per-task sweeps
@@ -203,6 +204,45 @@ def sweep_embedding_bag(m: Any, inputs: tuple, params: dict) -> list[Variant]:
     return out
 
 
+def sweep_topk(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    B = inputs[0].shape[0]
+    out: list[Variant] = []
+    for progs, tile in itertools.product((132, 264, 528, B), (2048, 4096)):
+        if progs > B:
+            continue
+        out.append((f"rows progs={progs} tile={tile}", kw(m.topk, _path="rows", _num_progs=progs, _tile=tile)))
+    for split in (2, 4, 8):
+        out.append((f"split S={split}", kw(m.topk, _path="split", _split=split)))
+    return out
+
+
+def _gemm_configs(bms: tuple, bns: tuple, bks: tuple, stages: tuple, warps: tuple, smem: int = 220 << 10,
+                  elt: int = 2, **fixed: Any) -> list[dict]:
+    out = []
+    for bm, bn, bk, st, w in itertools.product(bms, bns, bks, stages, warps):
+        if (bm + bn) * bk * elt * st > smem or bm * bn > 128 * 64 * w:
+            continue
+        out.append(dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, num_stages=st, num_warps=w, **fixed))
+    return out
+
+
+def sweep_gemm_bias_act(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    cfgs = (_gemm_configs((64, 128, 256), (128, 256), (64,), (3, 4), (8,), EPILOGUE_SUBTILE=True)
+            + _gemm_configs((64,), (64, 128), (64, 128), (4, 6), (4,), EPILOGUE_SUBTILE=False))
+    return [(f"tma {c}", kw(m.gemm_bias_act, _config=c)) for c in cfgs]
+
+
+def sweep_gemm_fp8_blockwise(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    cfgs = _gemm_configs((64, 128), (64, 128), (128,), (3, 4, 6), (4, 8), elt=1)
+    return [(f"persistent {c}", kw(m.gemm_fp8_blockwise, _path="persistent", _config=c)) for c in cfgs]
+
+
+def sweep_conv2d_implicit_gemm(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    cfgs = (_gemm_configs((128, 256), (128, 256), (64,), (3, 4), (8,))
+            + _gemm_configs((128,), (128,), (32,), (4, 5), (4, 8)))
+    return [(f"{c}", kw(m.conv2d, _config=c)) for c in cfgs]
+
+
 SWEEPS: dict[str, tuple[Callable[..., list[Variant]], tuple[str, ...] | None]] = {
     # task: (variant maker, workloads (None: all))
     "swiglu": (sweep_swiglu, None),
@@ -215,13 +255,17 @@ SWEEPS: dict[str, tuple[Callable[..., list[Variant]], tuple[str, ...] | None]] =
     "flash_decoding": (sweep_flash_decoding, None),
     "gemm_splitk": (sweep_gemm_splitk, None),
     "embedding_bag": (sweep_embedding_bag, ("small_dim_bf16_d32",)),
+    "topk": (sweep_topk, ("sampling_k50", "sparse_attention_k2048", "bf16_ties_k256")),
+    "gemm_bias_act": (sweep_gemm_bias_act, ("decode_batch_256",)),
+    "gemm_fp8_blockwise": (sweep_gemm_fp8_blockwise, ("dsv3_dense_up", "dsv3_dense_down_long_k")),
+    "conv2d_implicit_gemm": (sweep_conv2d_implicit_gemm, None),
 }
 
 
 # ------------------------------------------------------------------------------------------------ timing
 
 
-def time_call(fn: Callable[..., Any], inputs: tuple, flush: torch.Tensor, reps: int) -> list[float]:
+def time_call(fn: Callable[..., Any], inputs: tuple, scalars: dict, flush: torch.Tensor, reps: int) -> list[float]:
     """Event-timed ms of ``reps`` calls queued back to back, each after an L2 flush (as runner.timing does)."""
     events = []
     for _ in range(reps):
@@ -231,7 +275,7 @@ def time_call(fn: Callable[..., Any], inputs: tuple, flush: torch.Tensor, reps: 
         torch.cuda._sleep(PAD_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(*inputs)
+        fn(*inputs, **scalars)
         end.record()
         events.append((start, end))
     torch.cuda.synchronize()
@@ -309,14 +353,13 @@ def main() -> int:
             spec = WorkloadSpec.resolve(task, wl)
             inputs = make_inputs(ref, spec, seed=0, device="cuda")
             tol = _tolerance(task, wl.dtype)
-            call = (lambda m: (lambda *a: m.kernel(*a, **spec.scalars)))(mod)
-            expect = call(*inputs)
+            expect = mod.kernel(*inputs, **spec.scalars)
             torch.cuda.synchronize()
-            variants = [("default", call)] + maker(mod, inputs, dict(wl.params))
+            variants = [("default", mod.kernel)] + maker(mod, inputs, dict(wl.params))
             if args.no_hints:
                 bare = load_without_hints(ROOT / "references" / task_id / "triton.py", "d2k_tune_bare",
                                           args.no_hints)
-                variants += [("nohints default", (lambda m: (lambda *a: m.kernel(*a, **spec.scalars)))(bare))]
+                variants += [("nohints default", bare.kernel)]
                 variants += [("nohints " + label, fn) for label, fn in maker(bare, inputs, dict(wl.params))]
             for label, fn in variants:
                 if time.monotonic() - t_start > args.budget_s:
@@ -326,13 +369,13 @@ def main() -> int:
                     return 0
                 row: dict[str, Any] = {"task": task_id, "workload": wl.name, "variant": label}
                 try:
-                    out = fn(*inputs)
+                    out = fn(*inputs, **spec.scalars)
                     torch.cuda.synchronize()
                     if not close(out, expect, tol):
                         row["error"] = "output differs from the default configuration's"
                     else:
                         del out
-                        ms = time_call(fn, inputs, flush, args.reps)
+                        ms = time_call(fn, inputs, spec.scalars, flush, args.reps)
                         row["median_ms"] = statistics.median(ms)
                         row["min_ms"] = min(ms)
                 except Exception:  # noqa: BLE001

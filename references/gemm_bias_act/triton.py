@@ -18,8 +18,8 @@ The mainloop is the persistent grouped GEMM of ``references/gemm_bf16``; what th
   the pipeliner issues tile i+1's TMA loads while tile i runs its epilogue (this matters at K = 1024, where the
   epilogue is a large share of each tile's time).
 - Configs autotuned on (M, N, K): 128x256 / 256x128 with sub-tiled epilogues, 128x128; for M <= 256 a separate
-  BM = 64 list (64x128, 64x256), which gives decode_batch_256 4 tile-rows x 64-128 column tiles instead of 2
-  tile-rows, enough CTAs to stream W at full bandwidth.
+  weight-streaming list: 128x256 (decode_batch_256: 2 x 64 tiles, one wave of 128 CTAs each streaming 2 MB of W;
+  58.7 us on the H200) and the BM = 64 tiles (64x128, 64x256: 4 tile-rows, more CTAs, but 71 us at best).
 
 ``tma`` path (Hopper and later, 16-byte-aligned rows): X/W tiles through device-side tensor descriptors (TMA into
 swizzled shared memory, edge tiles zero-filled, no masks in the K loop), Y through descriptor stores.
@@ -45,15 +45,15 @@ floors, (M*K + N*K + M*N + N)*2 at the measured copy bandwidth, are lower):
 ======================  ===================  =============  ==================================================
 workload                M x N x K            compute floor  H200: time, fraction of floor, x eager / x compile
 ======================  ===================  =============  ==================================================
-gpt_fc1                 8192 x 16384 x 4096  1.46 ms        1.47 ms, 1.00, 1.07x / 1.03x
-small_k_epilogue_heavy  32768 x 4096 x 1024  367 us         446 us, 0.82, 0.98x / 0.98x
-decode_batch_256        256 x 16384 x 4096   45.6 us        71.6 us, 0.64, 0.77x / 0.78x
+gpt_fc1                 8192 x 16384 x 4096  1.46 ms        1.47 ms, 0.97, 1.02x / 1.02x
+small_k_epilogue_heavy  32768 x 4096 x 1024  367 us         447 us, 0.80, 0.98x / 0.97x
+decode_batch_256        256 x 16384 x 4096   45.6 us        59.5 us, 0.75, 0.91x / 0.91x
 ======================  ===================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline: small_k_epilogue_heavy (0.98x of torch.compile's 438 us), decode_batch_256 (0.77x of
-eager torch._addmm_activation's 55.4 us).
+Below the best baseline: small_k_epilogue_heavy (0.97x of torch.compile's 435 us), decode_batch_256 (0.91x of
+torch.compile's 53.9 us; 0.77x before the 128 x 256 configuration).
 
 decode_batch_256 sits near the ridge: streaming its 134 MB of W takes most of the compute floor's time, so
 reaching the floor needs both the tensor cores and HBM busy at once.
@@ -73,7 +73,7 @@ import triton.language as tl
 GELU_C1 = tl.constexpr(2.0 * math.sqrt(2.0 / math.pi) * 1.4426950408889634)
 GELU_C2 = tl.constexpr(0.044715 * 2.0 * math.sqrt(2.0 / math.pi) * 1.4426950408889634)
 
-_SMALL_M = 256  # at or below this many rows, BM = 64 configs: more column tiles to stream W with
+_SMALL_M = 256  # at or below this many rows, the weight-streaming configs (_TMA_SMALL_M_CONFIGS)
 
 
 def _interpreting() -> bool:
@@ -219,6 +219,10 @@ _TMA_CONFIGS = [
 # M <= 256 (decode_batch_256): W streaming dominates; BM = 64 doubles the tile-rows and keeps 64 rows of MMA
 # work per tile instead of padding.
 _TMA_SMALL_M_CONFIGS = [
+    # 128 x 256 tiles: 2 x 64 tiles over decode_batch_256's 256 x 16384 output, one wave of 128 programs, each
+    # streaming 2 MB of W. On the H200 58.7 us, against 71.1 us for the best of the BM = 64 configs below
+    # (benchmarks/runs/round7/tune_gemms_topk.json).
+    triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "EPILOGUE_SUBTILE": True}, num_warps=8, num_stages=4),
     triton.Config({"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 8, "EPILOGUE_SUBTILE": False}, num_warps=4, num_stages=5),
     triton.Config({"BM": 64, "BN": 256, "BK": 64, "GROUP_M": 8, "EPILOGUE_SUBTILE": True}, num_warps=4, num_stages=4),
     triton.Config({"BM": 64, "BN": 128, "BK": 128, "GROUP_M": 8, "EPILOGUE_SUBTILE": False}, num_warps=4, num_stages=4),

@@ -1,22 +1,25 @@
 """Expert Triton reference for ``gemm_splitk``: C = A @ B^T for skinny M (decode) or small M x N with long K,
 A [M, K] and B [N, K] K-contiguous, fp32 accumulation, output in A's dtype (bf16 on every catalog workload).
 
-For M <= 64 the op is bound by streaming B (N*K*2 bytes) once from HBM; the work is to get enough CTAs streaming
+For small M the op is bound by streaming B (N*K*2 bytes) once from HBM; the work is to get enough CTAs streaming
 at once and to read every byte of B exactly once. Three kernels share one fp32 reduction epilogue:
 
 - ``gemv`` (M <= 4): CUDA-core GEMV. A program owns BN rows of B and one K slice; each K step loads a [BN, BK]
   slab of B (evict_first: streamed once) and the [BM, BK] slice of A (evict_last: every program reuses it) and
   accumulates a[:, None, :] * b[None, :, :] elementwise in fp32 registers; one reduction over K at the end.
-- ``splitk`` (4 < M <= 64): tensor cores with swap-AB. acc [BN, BM] = B_tile @ A_tile^T, so N fills the MMA's
-  64-row dimension and the small M becomes the MMA's N (BM = 16, 32 or 64), instead of padding M to a 64-128-row
-  MMA tile; the tile is stored transposed into C. grid = (tiles, S), program (t, s) runs K slice s of tile t.
-- ``streamk`` (M > 64, compute-heavy such as wgrad_long_k): persistent Stream-K. NUM_SMS programs each take an
+- ``splitk`` (4 < M <= 256): tensor cores with swap-AB. acc [BN, BM] = B_tile @ A_tile^T, so N fills the MMA's
+  64-row dimension and the small M becomes the MMA's N (BM = 16, 32 or 64; larger M in 64-row tiles), instead of
+  padding M to a 64-128-row MMA tile; the tile is stored transposed into C. grid = (tiles, S), program (t, s) runs
+  K slice s of tile t. wgrad_long_k (M = 256) runs here: 289 us on the H200 against 359 us with Stream-K.
+- ``streamk`` (M > 256): persistent Stream-K. NUM_SMS programs each take an
   equal contiguous range of the (tile, k-iteration) space over 128x128 tiles in grouped order; a tile split
   between programs is fixed up through the same reduction. No split factor to choose, no wave-quantization tail.
 
-Split factor (``gemv``/``splitk``): S = ceil(2 * SMs / tiles), capped so that every slice is >= 1024 deep, and
-K_PER_SPLIT rounded up to a multiple of BK: decode_m1 (256 BN=32 tiles) S = 2, decode_m16_down (64 tiles) S = 5,
-batch64_square (128 tiles) S = 3, i.e. 320-512 CTAs, 2.4-3.9 per SM.
+Split factor: ``gemv`` S = ceil(2 * SMs / tiles) (~2 CTAs per SM); ``splitk`` S = max(2, SMs // tiles) (at most
+one CTA per SM: its 80-192 KB pipeline fills an SM's shared memory), capped so that every slice is >= 1024 deep,
+K_PER_SPLIT rounded up to a multiple of BK: decode_m1 (256 BN=32 tiles) S = 2, decode_m16_down (64 BN=64
+tiles), batch64_square (64 BN=128 tiles) and wgrad_long_k (128 tiles) S = 2. The tiles and S are the fastest of
+a sweep on the H200 (benchmarks/runs/round7/tune_decode_splitk_padded.json).
 
 Reduction (``_finish_tile``): S = 1 or a tile owned by one program stores C directly. Otherwise each program
 atomically adds its fp32 tile into an fp32 workspace (fp32 vector atomics, never bf16), then takes a ticket on a
@@ -25,12 +28,12 @@ the tile reads the workspace tile back through L2 (.cg), casts and stores C once
 tile and counter, so the cached workspace is zero on the next call and no memset or cast kernel is launched.
 Workspace and counters are cached per device and assume calls on one stream at a time.
 
-Loads: B with evict_first, A with evict_last, BK = 128-256, 4-5 pipeline stages (cp.async ring; 40-64 KB of B
-in flight per CTA). K tails are masked only when K % BK != 0 (``EVEN_K``); rows past M/N re-read a valid row
-(index modulo M/N) and are dropped by the masked store. Compiled for sm_90a on a CPU host with Triton 3.6's
-ptxas: the pipelined loads become cp.async.cg (L1 bypass, which is what evict_first asks of B), but the 3.6
-pipeliner drops the eviction hints themselves; the reduction is atom.global.relaxed.add.v4.f32 plus an acq_rel
-ticket; swap-AB and Stream-K tiles run on wgmma; 72-202 registers, no spills, 131-205 KB of shared memory.
+Loads: B with evict_first, A with evict_last, BK = 128 (256 on the GEMV), 4 pipeline stages (cp.async ring; 32-64 KB of
+B in flight per CTA). K tails are masked only when K % BK != 0 (``EVEN_K``); rows past M/N re-read a valid row (index
+modulo M/N) and are dropped by the masked store. Compiled for sm_90a on a CPU host with Triton 3.6's ptxas: the
+pipelined loads become cp.async.cg (L1 bypass, which is what evict_first asks of B), but the 3.6 pipeliner drops the
+eviction hints themselves; the reduction is atom.global.relaxed.add.v4.f32 plus an acq_rel ticket; swap-AB and Stream-K
+tiles run on wgmma; 72-202 registers, no spills, 131-205 KB of shared memory.
 
 Numerics (CPU, interpreter, against float64): the worst element uses <= 0.06 of the fp16 tolerance on the smoke
 shape (splitk path, S = 3) and 0.38-0.51 of the bf16 tolerance on the GEMV path in bf16, most of which is the
@@ -45,17 +48,19 @@ measured dense bf16 rate; the floor is the larger):
 ===============  ==================  =============  ==================================================
 workload         M x N x K           floor (bound)  H200: time, fraction of floor, x eager / x compile
 ===============  ==================  =============  ==================================================
-decode_m1        1 x 8192 x 8192     32.2 us (HBM)  48.7 us, 0.66, 0.92x / 0.92x
-decode_m16_down  16 x 4096 x 14336   28.3 us (HBM)  45.7 us, 0.62, 0.93x / 0.93x
-batch64_square   64 x 8192 x 8192    32.7 us (HBM)  53.5 us, 0.61, 0.87x / 0.87x
-wgrad_long_k     256 x 4096 x 65536  182 us (MMA)   359 us, 0.51, 0.57x / 0.57x
+decode_m1        1 x 8192 x 8192     32.2 us (HBM)  48.5 us, 0.66, 0.92x / 0.92x
+decode_m16_down  16 x 4096 x 14336   28.3 us (HBM)  42.0 us, 0.67, 1.01x / 1.01x
+batch64_square   64 x 8192 x 8192    32.7 us (HBM)  49.1 us, 0.66, 0.95x / 0.95x
+wgrad_long_k     256 x 4096 x 65536  182 us (MMA)   289 us, 0.62, 0.69x / 0.69x
 ===============  ==================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline (cuBLAS through A @ B.T) on every workload: decode_m1 (0.92x of torch.compile's
-44.6 us), decode_m16_down (0.93x of eager's 42.4 us), batch64_square (0.87x of eager's 46.7 us), wgrad_long_k
-(0.57x of torch.compile's 204 us).
+Against the best baseline (cuBLAS through A @ B.T): decode_m16_down 1.01x; decode_m1 0.92x (48.5 vs 44.5 us: the
+CUDA-core GEMV streams B at 2.8 TB/s where cuBLAS reaches 3.0, and no BN/BK/split swept closed it),
+batch64_square 0.95x (49.1 vs 46.6 us), wgrad_long_k 0.69x (289 vs 200 us). At M = 256 the split-K tiles reach
+0.62 of the compute floor where cuBLAS reaches ~0.9; Stream-K at 128 x 128 was slower still (359 us). Closing it
+needs a warp-specialized, TMA-fed pipeline on M = 256, beyond what the swept configurations give.
 """
 
 from __future__ import annotations
@@ -299,10 +304,9 @@ def _pick_path(M: int) -> str:
     return "splitk" if M <= _SPLITK_MAX_M else "streamk"
 
 
-def _split(K: int, tiles: int, num_sms: int, BK: int, min_slice: int, per_sm: int = 2) -> tuple[int, int]:
-    """(S, K_PER_SPLIT): enough (tile, split) programs for ~per_sm per SM, each slice >= min_slice deep and a
-    multiple of BK."""
-    s = max(1, min(triton.cdiv(per_sm * num_sms, tiles), K // min_slice))
+def _split(K: int, want: int, BK: int, min_slice: int) -> tuple[int, int]:
+    """(S, K_PER_SPLIT): about ``want`` slices, each >= min_slice deep and a multiple of BK."""
+    s = max(1, min(want, K // min_slice))
     k_per = triton.cdiv(triton.cdiv(K, s), BK) * BK
     return triton.cdiv(K, k_per), k_per
 
@@ -328,10 +332,11 @@ def _plan(M: int, N: int, K: int, num_sms: int, *, path: str | None = None, conf
         BM = min(BM, 64)
     tiles = triton.cdiv(N, cfg["BN"]) * triton.cdiv(M, BM)
     if splits is None:
-        # GEMV: ~2 programs per SM. Tensor-core split-K: ~1 (one 80-192 KB pipeline fills an SM's shared memory);
-        # S = 2-4 was 5-15% faster than the S = 5 that 2 per SM gives at decode_m16_down.
-        S, k_per = _split(K, tiles, num_sms, cfg["BK"], _INTERP_MIN_SLICE if interp else _MIN_SLICE,
-                          per_sm=2 if path == "gemv" else 1)
+        # GEMV: ~2 programs per SM. Tensor-core split-K: <= 1 per SM (one 80-192 KB pipeline fills an SM's shared
+        # memory) and >= 2 slices. On the H200 S = 2 took 41.5 us at decode_m16_down (S = 5, two per SM: 43.9),
+        # 48.9 us at batch64_square (S = 3: 52.7) and 288 us at wgrad_long_k (S = 3: 292).
+        want = triton.cdiv(2 * num_sms, tiles) if path == "gemv" else max(2, num_sms // tiles)
+        S, k_per = _split(K, want, cfg["BK"], _INTERP_MIN_SLICE if interp else _MIN_SLICE)
     else:
         k_per = triton.cdiv(triton.cdiv(K, splits), cfg["BK"]) * cfg["BK"]
         S = triton.cdiv(K, k_per)

@@ -3,15 +3,17 @@
 LayerNorm is memory-bound (8 flops per 4-8 bytes), so the design target is one read of x and one write of y.
 Two kernels cover every row length:
 
-* ``_layernorm_fwd_kernel`` (N <= 16384): rows live in registers. One program owns a [ROWS, BLOCK_N] tile and
-  loops over row blocks ``pid, pid + num_progs, ...``. For short rows (N <= 2048) the launcher uses a persistent
-  grid of as many programs as are resident at once (SM count x occupancy of the compiled kernel), with w and b
-  loaded once, before the loop, and ROWS rows per iteration so each iteration moves >= 16 KB. For wider rows it
-  uses ROWS = 1 and one program per row (num_progs = M): keeping 8-16 KB of w/b resident per program would halve
-  occupancy, and the per-row reloads hit in L1/L2. num_warps grows with the tile (<= 32 fp32 of x per thread).
-* ``_layernorm_fwd_tiled_kernel`` (N > 16384): a row does not fit in registers. Sweep 1 walks BLOCK_N tiles and
-  merges per-tile (count, mean, M2) of x - x[0] with Chan's formula, loading with evict_last so the row stays in
-  L2; sweep 2 re-reads the tiles (L2 hits) and writes y. HBM traffic stays near one read and one write.
+* ``_layernorm_fwd_kernel`` (N <= 4096): rows live in registers. One program owns a [ROWS, BLOCK_N] tile of 4096
+  elements (ROWS = 4 at N = 1024) at 2 warps, 64 fp32 values of x per thread, with w and b loaded once per program
+  (evict_last: every program reuses them). The kernel can loop over row blocks ``pid, pid + num_progs, ...``, but
+  the launcher gives every tile its own program: on the H200 a persistent grid of resident programs took 160-170
+  us on many_short_rows and large_offset_fp32 against 133-134 us (benchmarks/runs/round7/tune_*.json). x and y
+  carry no eviction hints; evict_first / .cs cost 4-7% there (tune_hints_ab.json).
+* ``_layernorm_fwd_tiled_kernel`` (N > 4096): sweep 1 walks BLOCK_N = 2048 tiles at 4 warps and merges per-tile
+  (count, mean, M2) of x - x[0] with Chan's formula, loading with evict_last so the row stays in L2; sweep 2
+  re-reads the tiles (L2 hits, evict_first) and writes y. HBM traffic stays near one read and one write. At
+  llama_hidden_8k this took 155 us where holding the 8192-wide row in registers took >= 201 us at any warp count:
+  the small programs keep many rows in flight per SM, as torch.compile's looped reduction does.
 
 Numerics: the variance is always computed from centered values. In registers we use the corrected two-pass
 (mean0 = sum(x)/N; xc = x - mean0; d = sum(xc)/N; var = sum(xc^2)/N - d^2; mean = mean0 + d): the correction d
@@ -28,15 +30,15 @@ Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 =================  ===========  ======  ==================================================
 workload           bytes        floor   H200: time, fraction of floor, x eager / x compile
 =================  ===========  ======  ==================================================
-llama_hidden_8k    537,034,752  129 us  213 us, 0.60, 1.06x / 0.72x
-many_short_rows    537,923,584  129 us  195 us, 0.66, 1.57x / 0.69x
-large_offset_fp32  537,034,752  129 us  143 us, 0.90, 1.28x / 0.92x
+llama_hidden_8k    537,034,752  129 us  157 us, 0.81, 1.46x / 0.97x
+many_short_rows    537,923,584  129 us  134 us, 0.95, 2.28x / 1.00x
+large_offset_fp32  537,034,752  129 us  133 us, 0.96, 1.39x / 0.99x
 =================  ===========  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline (torch.compile) on every workload: llama_hidden_8k (0.72x of 153 us), many_short_rows
-(0.69x of 134 us), large_offset_fp32 (0.92x of 131 us).
+Below the best baseline (torch.compile): llama_hidden_8k (0.97x of 153 us) and large_offset_fp32 (0.99x of 132 us,
+within the run-to-run spread); many_short_rows ties it (1.00x).
 """
 
 from __future__ import annotations

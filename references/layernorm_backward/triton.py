@@ -15,7 +15,9 @@ Stage 1 has two variants:
 * ``_layernorm_bwd_wide_kernel`` (N > 8192): x, dy, w and 2*N fp32 partials no longer fit in registers (at
   N = 16384 the partials alone are 128 KB), so each row block is processed in BLOCK_N column tiles: sweep 1
   computes c1 and c2, sweep 2 re-reads x and dy (L2 hits: they were loaded with evict_last), writes dx and
-  updates the program's private row of the partial buffer, a read-modify-write that stays in L2.
+  updates the program's private row of the partial buffer, a read-modify-write that stays in L2. Each step takes
+  WIDE_ROWS = 4 rows of a [4, 4096] tile at 16 warps, so a partial row is read and written once per 4 rows: on the
+  H200 wide_few_rows took 116 us at 4 rows against 141 us at 2 (benchmarks/runs/round7/tune_memory_bound.json).
 
 Everything is computed in fp32 from bf16 loads; dx is rounded once, at the store.
 
@@ -27,15 +29,15 @@ capped by PARTIAL_BUDGET so it stays L2-resident: mostly L2 hits, not HBM traffi
 ===============  ===========  =======  ==================================================
 workload         bytes        floor    H200: time, fraction of floor, x eager / x compile
 ===============  ===========  =======  ==================================================
-llama_8k         805,519,360  193 us   279 us, 0.69, 1.90x / 1.19x
-many_rows_n1024  806,365,184  194 us   261 us, 0.74, 1.74x / 1.00x
-wide_few_rows    201,506,816  48.4 us  141 us, 0.34, 1.08x / 0.88x
+llama_8k         805,519,360  193 us   282 us, 0.68, 1.84x / 1.19x
+many_rows_n1024  806,365,184  194 us   264 us, 0.73, 1.70x / 1.00x
+wide_few_rows    201,506,816  48.4 us  116 us, 0.41, 1.31x / 1.08x
 ===============  ===========  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline: many_rows_n1024 ties torch.compile (0.999x, 261 us each); wide_few_rows (0.88x of
-torch.compile's 125 us; its partial buffer, above, adds ~17% to the floor's bytes).
+Below the best baseline: many_rows_n1024 0.996x of torch.compile's 263 us (within 1%). wide_few_rows beats it
+(1.08x; 0.88x at 2 rows per step), with its partial buffer (above) adding ~17% to the floor's bytes.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ A scan moves 2N elements at minimum (read x, write y); each path below keeps to 
   value. Traffic: 2N elements plus 8 B of state per tile; no global barrier, no second pass.
 - ``rows`` (>= 2 x SMs long rows; vocab_rows_fp32): one program per row scans it tile by tile (4096 elements,
   ``tl.cumsum``) and carries the running total in a register; no inter-program communication.
-- ``tile`` (short rows, N <= 2048; short_rows_fp32): a persistent grid of programs, each scanning [ROWS, BLOCK_N]
-  tiles (8192 elements: 32 rows of 256) along axis 1 with one load and one store per tile.
+- ``tile`` (short rows, N <= 2048; short_rows_fp32): one program per [ROWS, BLOCK_N] tile of 1024 elements (4 rows
+  of 256 at 4 warps), scanned along axis 1 with one load and one store. The kernel can loop over tiles, but a
+  persistent grid was 5-17% slower on the H200 (benchmarks/runs/round7/tune_memory_bound.json).
 
 Loads and stores are contiguous ``tl.arange`` tiles whose length is a multiple of 4 * 32 * num_warps, so every
 thread moves 16-byte vectors (ld.global.v4 / st.global.v4 in the sm_90a PTX, compiled on a CPU host; the
@@ -34,14 +35,15 @@ Roofline floors on H200 (bytes = 2*B*N*elt at the measured copy bandwidth):
 ===============  =============  =========  ==================================================
 workload         B x N          HBM floor  H200: time, fraction of floor, x eager / x compile
 ===============  =============  =========  ==================================================
-giant_1d_int32   1 x 268435456  515 us     625 us, 0.82, 1.32x / 3.66x
-vocab_rows_fp32  512 x 131072   129 us     148 us, 0.87, 3.34x / 1.43x
-short_rows_fp32  262144 x 256   129 us     156 us, 0.83, 9.50x / 0.84x
+giant_1d_int32   1 x 268435456  515 us     630 us, 0.81, 1.34x / 3.64x
+vocab_rows_fp32  512 x 131072   129 us     149 us, 0.86, 3.37x / 1.45x
+short_rows_fp32  262144 x 256   129 us     130 us, 0.98, 11.38x / 1.01x
 ===============  =============  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline: short_rows_fp32 (0.84x of torch.compile's 131 us).
+Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.84x with the persistent tile grid
+and 8192-element tiles).
 """
 
 from __future__ import annotations

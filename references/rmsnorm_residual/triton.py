@@ -16,25 +16,27 @@ Two paths, picked by the launcher:
   accumulates h*h; pass 2 re-reads residual_out from L2 and writes y. y is then computed from h rounded to the
   storage dtype, which adds at most one storage ulp of error (within the task's tolerances).
 
-The ``rows`` kernel puts no hints on x, residual, y and residual_out: with evict_first loads and ``.cs`` stores it
-was 5-7% slower on the H200 at every warp count and grid size swept (tune_hints_ab.json: prefill_8k 280 vs 262
-us), most of it from the evict_first loads (tune_no_evict_first.json). The ``tiled`` path keeps them: its pass 1
-must leave residual_out in L2 for pass 2 and nothing else.
+The ``rows`` kernel puts no hints on x, residual, y and residual_out: with evict_first loads and ``.cs`` stores it was
+5-7% slower on the H200 at every warp count and grid size swept (benchmarks/runs/round7/tune_hints_ab.json: prefill_8k
+280 vs 262 us), most of it from the evict_first loads (tune_no_evict_first.json). The ``tiled`` path keeps them: its
+pass 1 must leave residual_out in L2 for pass 2 and nothing else.
 
 Roofline floors on H200 (bytes = 4*M*N*elt + N*elt at the measured copy bandwidth):
 
 =============  =================  =======  ==================================================
 workload       shape / dtype      floor    H200: time, fraction of floor, x eager / x compile
 =============  =================  =======  ==================================================
-prefill_8k     16384 x 8192 bf16  258 us   299 us, 0.86, 6.32x / 0.85x
-wide_rows_16k  2048 x 16384 bf16  64.4 us  79.5 us, 0.81, 6.26x / 0.86x
-fp16_outliers  8192 x 8192 fp16   129 us   152 us, 0.85, 6.31x / 0.86x
+prefill_8k     16384 x 8192 bf16  258 us   266 us, 0.96, 7.15x / 0.97x
+wide_rows_16k  2048 x 16384 bf16  64.4 us  71.8 us, 0.89, 6.99x / 0.96x
+fp16_outliers  8192 x 8192 fp16   129 us   137 us, 0.93, 7.04x / 0.96x
 =============  =================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline (torch.compile) on every workload: prefill_8k (0.85x of 256 us), wide_rows_16k (0.86x
-of 68.4 us), fp16_outliers (0.86x of 131 us).
+Below the best baseline (torch.compile) on every workload, by 3.5-4%: prefill_8k (0.97x of 257 us), wide_rows_16k
+(0.96x of 69.0 us), fp16_outliers (0.96x of 132 us). It was 0.85-0.86x with the persistent grid and the hints;
+the compiled kernel (a looped two-pass reduction, benchmarks/dump_inductor.py) reads x and residual twice, the
+second time from L2, and this kernel's two-pass path at 2048-4096-element tiles was not faster either.
 """
 
 from __future__ import annotations

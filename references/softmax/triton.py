@@ -2,8 +2,9 @@
 
 Four paths, picked by the launcher from the row length N and the row count M:
 
-- ``tile``: N <= 1024. A persistent grid of a few programs per SM; each iteration loads a [BLOCK_M, BLOCK_N]
-  tile of ~16 KB (several whole rows) and reduces along axis 1, so reductions stay inside a warp.
+- ``tile``: N <= 1024. One program per [BLOCK_M, BLOCK_N] tile of 1024 elements (4 rows of 256 at 4 warps),
+  reduced along axis 1, so reductions stay inside a warp. The kernel can loop over tiles, but a persistent grid
+  of 2-8 programs per SM was 2-9% slower on the H200 (benchmarks/runs/round7/tune_memory_bound.json).
 - ``rows``: 1024 < N <= 16384. One program per row, BLOCK_N = next_pow2(N) held in registers, num_warps
   4 / 8 / 16 as BLOCK_N grows (<= 32 fp32 values per thread, no spills).
 - ``two_sweep``: N > 16384 and M >= 2 x SMs. One program per row (persistent over rows) sweeps the row twice:
@@ -21,16 +22,16 @@ Roofline floors on H200 (bytes = 2*M*N*elt at the measured copy bandwidth):
 ===============  ==================  =======  ==================================================
 workload         shape / dtype       floor    H200: time, fraction of floor, x eager / x compile
 ===============  ==================  =======  ==================================================
-rows_4k          16384 x 4096 bf16   64.4 us  71.8 us, 0.90, 2.97x / 2.25x
-short_rows_fp32  262144 x 256 fp32   129 us   141 us, 0.91, 0.93x / 0.92x
-vocab_rows       1024 x 128256 bf16  126 us   202 us, 0.63, 1.47x / 1.52x
-few_huge_rows    16 x 2097152 bf16   32.2 us  60.0 us, 0.54, 9.16x / 1.46x
+rows_4k          16384 x 4096 bf16   64.4 us  72.6 us, 0.88, 2.93x / 2.24x
+short_rows_fp32  262144 x 256 fp32   129 us   130 us, 0.98, 1.01x / 1.00x
+vocab_rows       1024 x 128256 bf16  126 us   204 us, 0.61, 1.45x / 1.50x
+few_huge_rows    16 x 2097152 bf16   32.2 us  60.3 us, 0.53, 9.28x / 1.45x
 ===============  ==================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline: short_rows_fp32 (0.92x of torch.compile's 131 us). few_huge_rows re-reads 64 MB, about
-the L2 size.
+Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.92x with the persistent tile grid).
+few_huge_rows re-reads 64 MB, about the L2 size.
 """
 
 from __future__ import annotations

@@ -3,28 +3,33 @@
 The op is elementwise over the T x I outputs, so the grid is a 2-D grid of [ROWS, BLOCK_I] tiles, independent of
 the shape's aspect: program (r, c) owns rows [r*ROWS, (r+1)*ROWS) and columns [c*BLOCK_I, (c+1)*BLOCK_I). It loads
 the gate tile at column offset c*BLOCK_I and the up tile at I + c*BLOCK_I: two coalesced streams, no
-interleaving. silu is computed in fp32 as g / (1 + 2^(-g*log2(e))) (one MUFU.EX2 and a fast reciprocal), and h is
-rounded to bf16 once, at the store.
+interleaving. silu is computed in fp32 as g / (1 + 2^(-g*log2(e))) (one MUFU.EX2 and an approximate division),
+and h is rounded to bf16 once, at the store.
 
 BLOCK_I is the largest power of two <= 4096 that divides I (2048 for I = 14336, 4096 for 53248, 256 for 768), so
-no lane is masked off, and ROWS makes each tile 4096 elements: per program 16 KB read, 8 KB written, 16 elements
-(two 16-byte vectors) per thread per stream at 4 warps. That gives 64 x 13 programs for the decode shape instead
-of 64, and three full column blocks per short row. Loads are evict_first and stores streaming: nothing is reused.
+no lane is masked off, and ROWS makes each tile 4096 elements: per program 16 KB read, 8 KB written, 8 elements
+(one 16-byte vector) per thread per stream at 16 warps. That gives 64 x 13 programs for the decode shape instead
+of 64, and three full column blocks per short row. Nothing is reused, yet the loads and stores carry no eviction
+hints: on the H200, evict_first loads and .cs stores made the kernel 5-7% slower at every tile and warp count
+swept (benchmarks/runs/round7/tune_hints_ab.json). With the hints, 4 warps and an IEEE division it took 362 us on
+prefill_14336; without them 340 us, and 338 us with the approximate division at 16 warps.
 
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
 ================  =============  =======  ==================================================
 workload          bytes          floor    H200: time, fraction of floor, x eager / x compile
 ================  =============  =======  ==================================================
-prefill_14336     1,409,286,144  338 us   362 us, 0.93, 3.38x / 0.90x
-decode_wide_rows  20,447,232     4.91 us  11.2 us, 0.44, 2.44x / 0.89x
-moe_short_rows    603,979,776    145 us   161 us, 0.90, 3.29x / 0.90x
+prefill_14336     1,409,286,144  338 us   338 us, 0.99, 3.69x / 0.96x
+decode_wide_rows  20,447,232     4.91 us  10.6 us, 0.46, 2.64x / 1.09x
+moe_short_rows    603,979,776    145 us   149 us, 0.97, 3.63x / 0.97x
 ================  =============  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline (torch.compile) on every workload: prefill_14336 (0.90x of 325 us), decode_wide_rows
-(0.89x of 9.92 us), moe_short_rows (0.90x of 145 us).
+Below the best baseline (torch.compile): prefill_14336 (0.96x of 324 us) and moe_short_rows (0.97x of 144 us).
+Both run at 0.97-0.99 of the copy floor while the compiled kernel exceeds it (1.04): with two reads per write
+the DRAM traffic is not a copy's, and no tile, warp count or hint setting swept here closed the last 3-4%.
+decode_wide_rows beats it (1.09x).
 """
 
 from __future__ import annotations

@@ -12,17 +12,16 @@ Three paths, picked from the row length and the row count:
 - ``router`` (V <= 1024, e.g. 32768 x 256, k = 8): a program takes a [ROWS, next_pow2(V)] tile of whole rows
   (~4096 elements) and selects with ``tl.topk(words, next_pow2(k), dim=1)``, which returns the words already
   sorted; no radix machinery.
-- ``rows`` (long rows, B >= SM count): MSB-first radix selection, one program per row (a persistent grid, capped so
-  that the rows in flight, x row bytes, stay within ~48 MB of L2). Pass 1 reads the row (evict_last) and builds
-  the histogram of the top 6 key bits (sign + top exponent bits) with ``tl.histogram``; a cumsum over it finds the
-  bucket holding the k-th largest key. Pass 2 re-reads the row from L2 (evict_first): keys in higher buckets go
-  straight to the selection buffer, keys in the threshold bucket are compacted (cumsum slots) into a candidate
-  buffer of CAP words. The remaining key bits are resolved by 8-bit digit histograms over the candidates only,
-  which gives the exact k-th key and the number `need` of keys equal to it that are taken; a last pass over the
-  candidates (in index order) appends the keys above it and the first `need` keys equal to it (rank = cumsum of
-  the equality mask), so exactly k words are selected even with massive bf16 ties. They are sorted with
-  ``tl.sort`` (k <= 2048 words) and unpacked; values are gathered from x. If the threshold bucket holds more than
-  CAP keys (adversarial inputs), the candidate passes read the row itself instead of the buffer.
+- ``rows`` (long rows, B >= SM count): MSB-first radix selection, one program per row. Pass 1 reads the row (evict_last)
+  and builds the histogram of the top 6 key bits (sign + top exponent bits) with ``tl.histogram``; a cumsum over it
+  finds the bucket holding the k-th largest key. Pass 2 re-reads the row from L2 (evict_first): keys in higher buckets
+  go straight to the selection buffer, keys in the threshold bucket are compacted (cumsum slots) into a candidate buffer
+  of CAP words. The remaining key bits are resolved by 8-bit digit histograms over the candidates only, which gives the
+  exact k-th key and the number `need` of keys equal to it that are taken; a last pass over the candidates (in index
+  order) appends the keys above it and the first `need` keys equal to it (rank = cumsum of the equality mask), so
+  exactly k words are selected even with massive bf16 ties. They are sorted with ``tl.sort`` (k <= 2048 words) and
+  unpacked; values are gathered from x. If the threshold bucket holds more than CAP keys (adversarial inputs), the
+  candidate passes read the row itself instead of the buffer.
 - ``split`` (long rows, B < SM count): each row is cut into S chunks handled by different programs. Kernel 1 adds
   each chunk's 64-bin histogram to the row's global histogram with one atomic per bin; kernel 2 compacts each
   chunk (above-bucket keys into the row's selection buffer at slots claimed with one atomic per tile, bucket keys
@@ -32,8 +31,8 @@ Three paths, picked from the row length and the row count:
 Digit sizes: tl.histogram lowers to per-warp ballots whose per-key cost grows with bins/32, so the full-row pass
 uses 64 bins (6 bits) rather than the 2048 of a shared-memory CUDA histogram; on N(0,1) rows the threshold bucket
 for the catalog's k is then [2, 512), about 2.3% of the row, and the 256-bin passes run on those candidates only.
-Tiles hold 16 keys per thread (four 16-byte fp32 loads): 4096 keys at 8 warps on ``rows`` (205 registers, no
-spills when compiled for sm_90a; 8192 keys at 16 warps hit the 128-register cap and spilled), 8192 at 16 warps on
+Tiles hold 16 keys per thread: 8 KB on ``rows`` (2048 fp32 keys at 4 warps, 4096 bf16 keys at 8 warps; 4096 fp32
+keys at 8 warps compiled to 205 registers for sm_90a and ran 1.3-1.6x slower on the H200), 8192 keys at 16 warps on
 ``split``.
 
 Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at the measured copy bandwidth):
@@ -41,16 +40,18 @@ Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at the measured copy ba
 ======================  =========================  =======  ==================================================
 workload                B x V, k, dtype            floor    H200: time, fraction of floor, x eager / x compile
 ======================  =========================  =======  ==================================================
-sampling_k50            256 x 128256, 50, fp32     31.6 us  659 us, 0.05, 0.72x / 0.72x
-sparse_attention_k2048  1024 x 131072, 2048, fp32  135 us   2.94 ms, 0.05, 0.56x / 0.56x
-moe_router_k8           32768 x 256, 8, fp32       8.81 us  90.4 us, 0.10, 4.54x / 6.16x
-bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  444 us, 0.04, 0.75x / 0.76x
+sampling_k50            256 x 128256, 50, fp32     31.6 us  352 us, 0.09, 1.36x / 1.35x
+sparse_attention_k2048  1024 x 131072, 2048, fp32  135 us   1.40 ms, 0.09, 1.18x / 1.18x
+moe_router_k8           32768 x 256, 8, fp32       8.81 us  90.9 us, 0.10, 4.51x / 6.13x
+bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  445 us, 0.04, 0.76x / 0.76x
 ======================  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline: sampling_k50 (0.72x of eager torch.topk's 473 us), sparse_attention_k2048 (0.56x of
-torch.compile's 1.65 ms), bf16_ties_k256 (0.75x of eager torch.topk's 335 us).
+Against the best baseline: sampling_k50 1.36x and sparse_attention_k2048 1.18x of torch.topk (0.72x and 0.56x with the
+capped persistent grid); bf16_ties_k256 0.76x of eager torch.topk's 338 us. Its 256000-key rows hold so many equal bf16
+keys that the threshold bucket can overflow the candidate buffer, and the candidate passes then re-read whole rows; with
+all 128 rows in flight (no L2 cap) it was slower still (498 us). The time split between the passes was not measured.
 """
 
 from __future__ import annotations
@@ -69,10 +70,9 @@ MASK1 = tl.constexpr(63)
 
 _ROUTER_MAX_V = 1024
 _ROUTER_TILE = 4096     # elements per router program
-_ROWS_TILE = 4096       # keys per tile on the rows path: 16 per thread at 8 warps (205 registers, no spills
-                        # for sm_90a; 8192 keys at 16 warps hit the 128-register cap and spill)
+_ROWS_TILE_BYTES = 8192  # bytes of keys per tile on the rows path: 2048 fp32 at 4 warps, 4096 bf16 at 8 warps
 _SPLIT_TILE = 8192      # keys per tile on the split path: 16 per thread at 16 warps (<= 128 registers)
-_L2_BUDGET = 48 << 20   # bytes of rows in flight on the rows path (H200 L2: 60 MB)
+_L2_BUDGET = 48 << 20   # bytes of bf16 rows in flight on the rows path (H200 L2: 60 MB)
 _MIN_CHUNK = 16384      # keys per chunk on the split path
 
 
@@ -402,10 +402,17 @@ def topk(x: torch.Tensor, k: int, *, _path: str | None = None, _tile: int | None
     key_low = 16 if is_bf16 else 0
     dev = x.device
     if path == "rows":
-        tile = _tile or _ROWS_TILE
+        # fp32: one program per row, 8 KB tiles. On the H200 (benchmarks/runs/round7/tune_gemms_topk.json) this
+        # took 346 us at sampling_k50 and 1.34 ms at sparse_attention_k2048, against 639 us and 2.94 ms for a
+        # persistent grid capped at one program per SM and 48 MB of rows in flight: the passes are bound by the
+        # histogram and compaction instructions, not by HBM, so what counts is how many programs each SM
+        # interleaves. bf16 keeps the cap: its ties overflow the candidate buffer, the candidate passes then
+        # re-read the row, and the rows must still be in L2. Through the evaluator's tie-heavy draws bf16_ties_k256
+        # took 498 us with all 128 rows in flight against 444 us capped (bench_topk_gemms.json).
+        tile = _tile or _ROWS_TILE_BYTES // x.element_size()
         warps = 8 if tile >= 4096 else 4
         cap = _cap or _default_cap(V, k, tile)
-        progs = _num_progs or max(1, min(B, num_sms, _L2_BUDGET // (V * x.element_size())))
+        progs = _num_progs or (min(B, max(1, _L2_BUDGET // (V * x.element_size()))) if is_bf16 else B)
         cand = torch.empty((progs, cap), dtype=torch.int64, device=dev)
         counts = torch.empty(progs, dtype=torch.int32, device=dev)
         sel = torch.empty((progs, k_p2), dtype=torch.int64, device=dev)

@@ -5,33 +5,35 @@ row) and writes it along Y's rows (BLOCK_M contiguous elements per row), so both
 exchange between the two access patterns goes through shared memory, which Triton inserts (with a swizzled,
 bank-conflict-free layout) for the layout conversion behind tl.trans. Two variants:
 
-* ``_transpose_tma_kernel`` (Hopper, the default when the strides are 16-byte aligned): the tile is loaded by a
-  TMA descriptor of X into shared memory and written by a TMA descriptor of Y from the transposed registers; no
-  per-thread address math, and out-of-range boxes are clipped by the hardware. If it fails to compile, the
-  launcher logs a warning and uses the pointer kernel for that configuration.
-* ``_transpose_kernel`` (any GPU, and misaligned shapes): pointer loads and stores with 16-byte vectors on both
-  sides; tile sides are multiples of 8, so every thread owns 8 contiguous bf16 (4 fp32) of a row.
+* ``_transpose_kernel`` (the default): pointer loads and stores with 16-byte vectors on both sides; tile sides
+  are multiples of 8, so every thread owns 8 contiguous bf16 (4 fp32) of a row.
+* ``_transpose_tma_kernel`` (Hopper, ``_path="tma"``): the tile is loaded by a TMA descriptor of X into shared
+  memory and written by a TMA descriptor of Y from the transposed registers; no per-thread address math, and
+  out-of-range boxes are clipped by the hardware. It is not the default because on the H200 it was slower: 333 us
+  on square_bf16 against 290 us for the pointer kernel, and no faster on the other shapes
+  (benchmarks/runs/round7/tune_hints_ab.json). If it fails to compile, the launcher logs a warning and uses the
+  pointer kernel for that configuration.
 
 The tile follows the aspect ratio. Square-ish matrices use 64 x 64 tiles (8 KB of bf16, 16 KB of fp32: 16-32
 elements per thread at 8 warps, 128-256 B runs on both sides). A skinny side (<= 32 elements) is covered
-whole: [16M, 16] bf16 moves [1024, 16] tiles (32 KB read as one contiguous run, 16 rows of 2 KB written);
-TMA boxes are capped at 256 per side, so its tiles are [256, 16]. X and Y are touched once: loads are evict_first,
-stores streaming.
+whole: [16M, 16] bf16 moves [128, 16] tiles (4 KB read as one contiguous run, 16 rows of 256 B written; [1024, 16]
+tiles were 4% slower). Warps: 16 elements per thread (8 for 64 x 64, 4 for [128, 16]). X and Y are touched once,
+but the accesses carry no eviction hints: evict_first / .cs cost 3-5% on every shape on the H200.
 
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
 ================  =============  ======  ==================================================
 workload          bytes          floor   H200: time, fraction of floor, x eager / x compile
 ================  =============  ======  ==================================================
-square_bf16       1,073,741,824  258 us  335 us, 0.77, 5.06x / 0.96x
-rect_fp32         1,073,741,824  258 us  282 us, 0.91, 3.58x / 0.97x
-tall_skinny_bf16  1,073,741,824  258 us  291 us, 0.88, 7.30x / 0.92x
+square_bf16       1,073,741,824  258 us  290 us, 0.88, 5.75x / 1.09x
+rect_fp32         1,073,741,824  258 us  272 us, 0.94, 3.71x / 0.99x
+tall_skinny_bf16  1,073,741,824  258 us  265 us, 0.97, 7.96x / 1.01x
 ================  =============  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-Below the best baseline (torch.compile) on every workload: square_bf16 (0.96x of 322 us), rect_fp32 (0.97x of
-273 us), tall_skinny_bf16 (0.92x of 267 us).
+Against the best baseline (torch.compile): square_bf16 1.09x, tall_skinny_bf16 1.01x, and rect_fp32 0.99x (272 vs
+270 us, within 1%). With the TMA kernel and the hints (the previous default) they were 0.92-0.97x.
 """
 
 from __future__ import annotations

@@ -150,13 +150,27 @@ def _reference_cases():
                 yield pytest.param(tid, lang, path, id=f"{tid}-{lang}")
 
 
+# Guidance items an expert reference leaves out on purpose, because the H200 measured them slower; each names its
+# evidence. The grade still checks them in agents' code (the grader measures adherence to the guidance, the
+# benchmark measures speed), and an entry that the reference no longer needs fails the test below.
+EXPERT_DEVIATIONS = {
+    ("swiglu", "swiglu.L3.vector-io-hints"):
+        "evict_first loads and .cs stores made the kernel 5-7% slower at every tile and warp count "
+        "(benchmarks/runs/round7/tune_hints_ab.json); the 16-byte vector half of the item is kept",
+    ("transpose", "transpose.L3.streaming-hints"):
+        "evict_first loads and .cs stores cost 3-5% on every catalog shape (benchmarks/runs/round7/tune_hints_ab.json)",
+}
+
+
 @pytest.mark.parametrize("task_id,lang,path", list(_reference_cases()))
 def test_expert_references_show_every_property(task_id, lang, path):
-    """The references implement all guidance: every property with checks for their language must be present."""
+    """The references implement all guidance: every property with checks for their language must be present, except
+    the measured deviations above."""
     suite = Suite(ROOT)
     r = suite.load_rubric(task_id)
     fg = grade_file(r, path)
     assert fg.error == "", fg.error
     checked = {p.id for p in r.properties if any(c.language in (lang, "any") for c in p.static.checks)}
     missed = {g.property_id: g.reason for g in fg.properties if g.property_id in checked and g.verdict != "present"}
-    assert not missed, missed
+    allowed = {pid for (tid, pid) in EXPERT_DEVIATIONS if tid == task_id}
+    assert set(missed) == allowed, {"missed": missed, "allowed deviations": sorted(allowed)}
