@@ -50,6 +50,7 @@ def warps(jit_fn: Any, n: int | None) -> Iterator[None]:
         yield
         return
     orig = jit_fn.run
+    own = "run" in vars(jit_fn)  # an instance attribute to restore, or the class's method to uncover
 
     def run(*args: Any, **kwargs: Any) -> Any:
         kwargs["num_warps"] = n
@@ -59,7 +60,10 @@ def warps(jit_fn: Any, n: int | None) -> Iterator[None]:
     try:
         yield
     finally:
-        del jit_fn.run
+        if own:
+            jit_fn.run = orig
+        else:
+            del jit_fn.run
 
 
 def with_warps(fn: Callable[..., Any], jit_fn: Any, n: int | None) -> Callable[..., Any]:
@@ -89,19 +93,20 @@ def sweep_swiglu(m: Any, inputs: tuple, params: dict) -> list[Variant]:
 def sweep_layernorm(m: Any, inputs: tuple, params: dict) -> list[Variant]:
     M, N = inputs[0].shape
     out = []
-    for rows, w, persistent in itertools.product((1, 2, 4, 8, 16), (2, 4, 8, 16), (True, False)):
+    for rows, w, per_sm in itertools.product((1, 2, 4, 8, 16), (2, 4, 8, 16), (None, 4)):
         if rows * N > 16384 or rows * N // (32 * w) > 64 or rows * N // (32 * w) < 4:
             continue
-        progs = None if persistent else -(-M // rows)
-        out.append((f"rows={rows} warps={w} persistent={persistent}",
-                    with_warps(kw(m.layernorm, _rows=rows, _num_progs=progs,
-                                  _short_row=N if persistent else 0), m._layernorm_fwd_kernel, w)))
+        progs = None if per_sm is None else min(-(-M // rows), 132 * per_sm)
+        out.append((f"rows={rows} warps={w} progs={progs or 'one per tile'}",
+                    with_warps(kw(m.layernorm, _rows=rows, _num_progs=progs, _max_block=1 << (N - 1).bit_length()),
+                               m._layernorm_fwd_kernel, w)))
     if N > 2048:  # the two-sweep tiled kernel, one row per program, as inductor's looped reduction does
         for tile, w in itertools.product((512, 1024, 2048, 4096), (2, 4, 8, 16)):
             if tile >= N or tile // (32 * w) > 16 or tile // (32 * w) < 2:
                 continue
             out.append((f"tiled tile={tile} warps={w}",
-                        with_warps(kw(m.layernorm, _max_block=tile, _tile_n=tile), m._layernorm_fwd_tiled_kernel, w)))
+                        with_warps(kw(m.layernorm, _max_block=tile, _tile_n=tile), m._layernorm_fwd_tiled_kernel,
+                                   w)))
     return out
 
 
@@ -220,7 +225,7 @@ def _gemm_configs(bms: tuple, bns: tuple, bks: tuple, stages: tuple, warps: tupl
                   elt: int = 2, **fixed: Any) -> list[dict]:
     out = []
     for bm, bn, bk, st, w in itertools.product(bms, bns, bks, stages, warps):
-        if (bm + bn) * bk * elt * st > smem or bm * bn > 128 * 64 * w:
+        if (bm + bn) * bk * elt * st > smem or bm * bn > 4096 * w:  # <= 128 fp32 accumulators per thread
             continue
         out.append(dict(BM=bm, BN=bn, BK=bk, GROUP_M=8, num_stages=st, num_warps=w, **fixed))
     return out
