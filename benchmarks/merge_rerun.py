@@ -4,8 +4,8 @@
         --into benchmarks/references_h200.json --why "references retuned (round 7)" [--tasks swiglu layernorm]
 
 For every task of the rerun (or of ``--tasks``), the rerun's workload and evaluation rows replace the full run's,
-and a ``reruns`` entry records the rerun's command, date, options, GPU and versions, why it was made, and the rows
-it replaced, so no measured figure is lost. A rerun from another GPU, or one that did not complete, is refused:
+and a ``reruns`` entry records the rerun's command, date, options, GPU, versions and measured ceilings (its rows'
+roofline fractions are against those), why it was made, and the rows it replaced, so no measured figure is lost. A rerun from another GPU, or one that did not complete, is refused:
 the figures of one file must come from one kind of machine and from finished runs.
 """
 
@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from d2kgrade.io import write_json  # noqa: E402
 
-PROVENANCE = ("command", "date", "gpu", "driver", "python", "torch", "cuda", "triton", "total_wall_s", "options")
+PROVENANCE = ("command", "date", "gpu", "driver", "python", "torch", "cuda", "triton", "total_wall_s", "options",
+              "ceilings")  # the rerun's own measured rates: its rows' roofline fractions use them
 
 
 def merge(full: dict[str, Any], rerun: dict[str, Any], tasks: list[str] | None, why: str, source: str

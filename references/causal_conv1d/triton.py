@@ -35,6 +35,29 @@ varlen_packed    1 x 65536 x 4096, 4, 512  258 us  773 us, 0.33, 17.87x / 1.15x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
+
+Why the roofline fractions are low: the byte floor assumes the SMs only move data, but this kernel issues about 35
+instructions per output. Evidence from the sm_90a SASS of the 64 x 128 tile (Triton 3.6 as on the H200, compiled on a
+CPU host with the launcher's argument specialization): 558 instructions per thread for its 16 outputs. Per output that
+is ~10 for the SiLU (exp2, then 1/(1 + e) as MUFU.RCP with range fix-ups) and ~6.4 for the four tap FFMAs plus taking
+each tap's weight out of the [BLOCK_D, W] tile by tl.sum (shuffles, shared memory, 7 BAR.SYNC per program). Another ~6
+go to bf16 unpacking and ~4 to addresses. At 4 warp-instructions per clock per SM and 1.98 GHz, issue takes 0.184 ms
+on mamba2_prefill and 0.560 ms on long_single_seq. That is 1.09x their byte floors, an issue-limited rate of 3.8 TB/s,
+so perfect overlap would still stay under 0.92. The overlap is poor. Each program is one-shot (load, 4 taps, SiLU,
+store), and 64 registers x 512 threads leave 2 programs per SM. The measured 315 us and 928 us are 0.89 and 0.86 of
+floor + issue (353 us, 1.08 ms). At 2 resident per SM, a program lives ~3.7-3.9 us (7,400-7,650 cycles) and the SMs
+issue on 58-60% of cycles. A likely contributor, from the SASS order: 6 of the 8 x loads (taps 1-3) are issued only
+after a barrier that waits for the 2-byte weight loads, so each program pays a weight round trip before most of its
+reads are in flight. varlen_packed adds the sequence-start search. It runs 10 halvings of cu_seqlens (11 dependent
+4-byte loads per thread) before any x load, since the tap masks need the start. It also has 15 BAR.SYNC and 741
+instructions per thread (46 per output), so issue alone is 0.371 ms, 1.44x its floor. The search takes the kernel to
+84 registers, which fits one 16-warp program per SM instead of two. Its measured 773 us exceeds floor + issue
+(629 us). Compiled with maxnreg = 64, ptxas fits it with 24 bytes of stack; that is untested on the GPU. MUFU (an EX2
+and an RCP per output) takes 0.08-0.26 ms, under half of each floor. The W-1 halo rows are 3/64 = 5% of a tile.
+Whether taps 1-3 hit L1 or go to L2 is not known from the code. To confirm, check Nsight Compute's achieved occupancy,
+issue-slot use, stall reasons and the L1 hit rate of the shifted loads. PyTorch trails for another reason: cuDNN's
+depthwise conv makes transposed copies, and eager runs the varlen taps as separate passes. torch.compile's version of
+those passes is only 1.15x slower than this kernel on varlen_packed.
 """
 
 from __future__ import annotations

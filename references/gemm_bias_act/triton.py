@@ -52,6 +52,8 @@ decode_batch_256        256 x 16384 x 4096   45.6 us        59.5 us, 0.75, 0.91x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
+The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
+that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline: small_k_epilogue_heavy (0.97x of torch.compile's 435 us), decode_batch_256 (0.91x of
 torch.compile's 53.9 us; 0.77x before the 128 x 256 configuration).
 

@@ -37,6 +37,33 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/references_h200.json, 2026-11-30).
 These rows come from a rerun of this task after the scatter fix (same machine type, same session; ``reruns``
 in the JSON): the full round's run crashed with an illegal address in the scatter kernel.
+
+Why the roofline fractions are low (mixtral_8e_top2 0.70, skewed_128e_top8 0.69). The figures below come from the
+three kernels compiled for sm_90a on a CPU host (Triton 3.6 and its ptxas, with the launch's specializations; PTX and
+ptxas -v read). Bytes are not the cause. Beyond the cost model, the three launches move the ranks stored to row_id_map
+and read back twice, the ids re-read, the [blocks, E] count matrix (written, scanned and gathered in 32-byte sectors)
+and the E totals that each scatter program reads. That is 2.1 MB on mixtral (0.5% of 403.6 MB) and 35.7 MB on skewed
+(2.9% of 1,228 MB), mostly L2 hits; 16.8 MB of it is the 512-byte totals vector read by each of the 32,768 scatter
+programs. The calls run at 2.90 and 2.87 TB/s, and the gap (42 and 133 us) comes from how the time is structured:
+
+* Launch chain: route, scan and scatter run back to back, and each waits for the previous one to drain. Route runs 128
+  programs reading 0.5 MB of logits on mixtral. On skewed it runs 4,096 programs of 8 tokens reading 16.8 MB (4.0 us
+  at the copy rate), each with 8 arg-max rounds over 128 columns and a [64, 128] one-hot cumsum. Scan is 1 program and
+  1 step on mixtral. On skewed it is 16 programs on 16 of the 132 SMs, each walking 4,096 count rows in 32 sequential
+  [128, 8] steps (a 2-stage cp.async pipeline). The copy likely starts a few us in on mixtral and 15-30 us in on
+  skewed (unmeasured; nsys per-kernel times would show it).
+* If those estimates hold, the scatter streams at ~2.9-3.0 TB/s: 402.7 MB on mixtral and 1,208 MB on skewed, 96.6 and
+  290 us at the copy rate. Each program (one per token) makes three dependent round trips before its first row byte,
+  likely L2 hits since the earlier launches wrote the data. First it loads ids, rank and totals. Then it loads
+  base[block, e], whose address needs e. Then come the dest store, a CTA barrier, and the volatile re-read of the H200
+  workaround. After that, each 1024-element chunk costs one round trip: a 2 KB load of X (one 16-byte evict_first
+  vector per thread), then k streaming 16-byte stores, with nothing loaded ahead (no cp.async). With 32 registers
+  (mixtral) and 40 (skewed) at 4 warps, 16 and 12 CTAs fit per SM. By Little's law that is enough: per ~1 us round
+  trip per SM, 16 x (2 KB read + 4 KB written) on mixtral and 12 x (2 + 16 KB) on skewed, against ~32 KB for a 1/132
+  share of 4.17 TB/s. So the shortfall is likely on the DRAM side: a write-heavy stream (2x and 8x the bytes it reads,
+  while the ceiling is a 1:1 copy) of 2 KB row pieces at scattered destinations. This is unmeasured. To check it, read
+  dram__throughput and the read/write bytes of the scatter in ncu, and time a plain 1:2 / 1:8 read:write stream as its
+  own ceiling.
 """
 
 from __future__ import annotations

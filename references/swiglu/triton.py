@@ -26,10 +26,30 @@ moe_short_rows    603,979,776    145 us   149 us, 0.97, 3.63x / 0.97x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
+The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
+that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline (torch.compile): prefill_14336 (0.96x of 324 us) and moe_short_rows (0.97x of 144 us).
 Both run at 0.97-0.99 of the copy floor while the compiled kernel exceeds it (1.04): with two reads per write
 the DRAM traffic is not a copy's, and no tile, warp count or hint setting swept here closed the last 3-4%.
 decode_wide_rows beats it (1.09x).
+
+Why decode_wide_rows is at 0.46 of its floor: the call is too short to amortize a cost that every call pays; bytes and
+tiles are not the problem. It moves 20.4 MB (13.6 MB read, 6.8 MB written), 4.9 us at 4.17 TB/s. It measured 10.6 us
+(1.93 TB/s), and torch.compile's fused kernel took 11.6 us (1.77 TB/s), so both sit 5.7-6.6 us above the floor. The
+same kernel loses only 2.4 us on prefill_14336 (0.99) and 5.2 us on moe_short_rows. So the excess is per call, not per
+byte, and at a 4.9 us floor it halves the fraction. Tiles do not remove it. The 14 tile/warp settings (1024-16384
+outputs per program, 2-16 warps) were timed in three sweeps, with and without hints (tune_memory_bound.json,
+tune_hints_ab.json, tune_no_evict_first.json), and gave 9.5-24.1 us, never under 9.5 (0.51). Host launch time is not
+in the figure, because the harness queues the call behind a GPU spin, so the excess is on the GPU. Compiled for sm_90a
+on a CPU host (Triton 3.6), the kernel has 26 registers and no shared memory, so the 2048-thread limit allows 4
+programs of 16 warps per SM. The grid of 64 x 13 = 832 programs therefore fills 528 slots, 1.58 waves. Each program
+makes one round trip (16 KB of loads, two 16-byte vectors per thread) and one 8 KB store. The 304 programs beyond the
+first 528 (5.0 MB) start only as first-round programs retire, so there are at least two serialized HBM round trips.
+The ~6 us likely splits into three parts. First, the harness's zeroing L2 flush leaves dirty lines that this call
+evicts and writes back: 2.9-4.2 us on the softmax reference (benchmarks/runs/timing_study_h200.json), and here at most
+the 20 MB the call allocates (4.9 us). Second, CTA dispatch and first-byte latency (~1-2 us). Third, the drain of the
+last stores (~1 us). To confirm: time it behind a read flush (the study's readflush variant), compare nsys kernel
+durations with the event interval, and replay back-to-back calls in a CUDA graph.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ tall_skinny_bf16  1,073,741,824  258 us  265 us, 0.97, 7.96x / 1.01x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
+The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
+that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline (torch.compile): square_bf16 1.09x, tall_skinny_bf16 1.01x, and rect_fp32 0.99x (272 vs
 270 us, within 1%). With the TMA kernel and the hints (the previous default) they were 0.92-0.97x.
 """
