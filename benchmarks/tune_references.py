@@ -243,9 +243,19 @@ def sweep_gemm_fp8_blockwise(m: Any, inputs: tuple, params: dict) -> list[Varian
 
 
 def sweep_conv2d_implicit_gemm(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    # Round 7 swept the first two lists; the third holds what it missed and the SASS study suggested (the
+    # autotuner's own 4-warp 128 x 128 x 64, shallower pipelines for two CTAs per SM, and BN = 64 tiles for the
+    # 64-filter workload).
     cfgs = (_gemm_configs((128, 256), (128, 256), (64,), (3, 4), (8,))
-            + _gemm_configs((128,), (128,), (32,), (4, 5), (4, 8)))
+            + _gemm_configs((128,), (128,), (32,), (4, 5), (4, 8))
+            + _gemm_configs((128, 256), (64, 128), (64,), (2, 3), (4, 8)))
     return [(f"{c}", kw(m.conv2d, _config=c)) for c in cfgs]
+
+
+def sweep_none(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    """No variants: the default configuration timed on the catalog draw alone (the evaluator's rotation also mixes
+    in the task's other draws when the inputs are under the huge-input size)."""
+    return []
 
 
 SWEEPS: dict[str, tuple[Callable[..., list[Variant]], tuple[str, ...] | None]] = {
@@ -264,6 +274,7 @@ SWEEPS: dict[str, tuple[Callable[..., list[Variant]], tuple[str, ...] | None]] =
     "gemm_bias_act": (sweep_gemm_bias_act, ("decode_batch_256",)),
     "gemm_fp8_blockwise": (sweep_gemm_fp8_blockwise, ("dsv3_dense_up", "dsv3_dense_down_long_k")),
     "conv2d_implicit_gemm": (sweep_conv2d_implicit_gemm, None),
+    "histogram": (sweep_none, None),
 }
 
 
