@@ -11,8 +11,7 @@ bank-conflict-free layout) for the layout conversion behind tl.trans. Two varian
   memory and written by a TMA descriptor of Y from the transposed registers; no per-thread address math, and
   out-of-range boxes are clipped by the hardware. It is not the default because on the H200 it was slower: 333 us
   on square_bf16 against 290 us for the pointer kernel, and no faster on the other shapes
-  (benchmarks/runs/round7/tune_hints_ab.json). If it fails to compile, the launcher logs a warning and uses the
-  pointer kernel for that configuration.
+  (benchmarks/runs/round7/tune_hints_ab.json).
 
 The tile follows the aspect ratio. Square-ish matrices use 64 x 64 tiles (8 KB of bf16, 16 KB of fp32: 16-32
 elements per thread at 8 warps, 128-256 B runs on both sides). A skinny side (<= 32 elements) is covered
@@ -40,8 +39,6 @@ Against the best baseline (torch.compile): square_bf16 1.09x, tall_skinny_bf16 1
 
 from __future__ import annotations
 
-import logging
-
 import torch
 import triton
 import triton.language as tl
@@ -51,8 +48,6 @@ SKINNY = 32  # a side this short is covered whole by one tile
 SKINNY_TILE_BYTES = 4096  # [128, 16] of bf16 per program (1024-row tiles were 4% slower on the H200)
 TMA_MAX_BOX = 256
 
-log = logging.getLogger(__name__)
-_TMA_FAILED: set[tuple] = set()  # (dtype, box) configurations whose TMA kernel did not compile here
 
 
 @triton.jit
@@ -116,7 +111,7 @@ def _tiles(M: int, N: int, elt: int, max_side: int | None) -> tuple[int, int]:
 def transpose(X: torch.Tensor, *, _path: str | None = None, _max_side: int | None = None) -> torch.Tensor:
     """Y = X.t().contiguous() for a 2-D ``X`` with unit column stride.
 
-    ``_path`` forces ``"tma"`` or ``"pointer"`` (default: TMA where available); ``_max_side`` caps the tile so
+    ``_path`` picks ``"pointer"`` (the default) or ``"tma"`` (Hopper); ``_max_side`` caps the tile so
     tests reach multi-tile grids with small shapes.
     """
     assert X.dim() == 2 and X.stride(1) == 1
@@ -132,21 +127,11 @@ def transpose(X: torch.Tensor, *, _path: str | None = None, _max_side: int | Non
 
         cap = TMA_MAX_BOX if _max_side is None else min(TMA_MAX_BOX, _max_side)
         block_m, block_n = _tiles(M, N, X.element_size(), cap)
-        key = (X.dtype, block_m, block_n)
-        if _path == "tma" or key not in _TMA_FAILED:
-            x_desc = TensorDescriptor.from_tensor(X, [block_m, block_n])
-            y_desc = TensorDescriptor.from_tensor(Y, [block_n, block_m])
-            grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
-            try:
-                _transpose_tma_kernel[grid](x_desc, y_desc, M, N, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
-                return Y
-            except (triton.CompilationError, RuntimeError):  # frontend or MLIR pass failure
-                if _path == "tma":
-                    raise
-                # Not yet compiled on the H200: fall back to the pointer kernel, loudly, once per configuration.
-                log.warning("TMA transpose failed to compile for %s; using the pointer kernel", key)
-                _TMA_FAILED.add(key)
-        path = "pointer"
+        x_desc = TensorDescriptor.from_tensor(X, [block_m, block_n])
+        y_desc = TensorDescriptor.from_tensor(Y, [block_n, block_m])
+        grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
+        _transpose_tma_kernel[grid](x_desc, y_desc, M, N, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
+        return Y
     if path != "pointer":
         raise ValueError(f"_path must be 'tma' or 'pointer', not {path!r}")
     block_m, block_n = _tiles(M, N, X.element_size(), _max_side)
