@@ -66,6 +66,11 @@ def warps(jit_fn: Any, n: int | None) -> Iterator[None]:
             del jit_fn.run
 
 
+def num_sms() -> int:
+    """SMs of the GPU the sweep runs on (132 on the H200; the CPU tests assume that)."""
+    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
+
+
 def with_warps(fn: Callable[..., Any], jit_fn: Any, n: int | None) -> Callable[..., Any]:
     def call(*inputs: Any, **scalars: Any) -> Any:
         with warps(jit_fn, n):
@@ -96,7 +101,7 @@ def sweep_layernorm(m: Any, inputs: tuple, params: dict) -> list[Variant]:
     for rows, w, per_sm in itertools.product((1, 2, 4, 8, 16), (2, 4, 8, 16), (None, 4)):
         if rows * N > 16384 or rows * N // (32 * w) > 64 or rows * N // (32 * w) < 4:
             continue
-        progs = None if per_sm is None else min(-(-M // rows), 132 * per_sm)
+        progs = None if per_sm is None else min(-(-M // rows), num_sms() * per_sm)
         out.append((f"rows={rows} warps={w} progs={progs or 'one per tile'}",
                     with_warps(kw(m.layernorm, _rows=rows, _num_progs=progs, _max_block=1 << (N - 1).bit_length()),
                                m._layernorm_fwd_kernel, w)))
@@ -117,7 +122,7 @@ def sweep_rmsnorm_residual(m: Any, inputs: tuple, params: dict) -> list[Variant]
         for per_sm in (1, 2, 4, 8, None):
             if N // (32 * w) < 4:
                 continue
-            progs = M if per_sm is None else min(M, 132 * per_sm)
+            progs = M if per_sm is None else min(M, num_sms() * per_sm)
             out.append((f"warps={w} progs={progs}",
                         with_warps(kw(m.rmsnorm_residual, _num_progs=progs), m._rmsnorm_residual_kernel, w)))
     for tile, w in itertools.product((1024, 2048, 4096), (4, 8, 16)):
@@ -138,30 +143,24 @@ def sweep_transpose(m: Any, inputs: tuple, params: dict) -> list[Variant]:
     return out
 
 
-def sweep_softmax(m: Any, inputs: tuple, params: dict) -> list[Variant]:
-    M, N = inputs[0].shape
-    out = []
-    for bm, w, per_sm in itertools.product((4, 8, 16, 32), (2, 4, 8), (2, 4, 8, None)):
-        if bm * N // (32 * w) > 64 or bm * N // (32 * w) < 4:
-            continue
-        progs = -(-M // bm) if per_sm is None else 132 * per_sm
-        out.append((f"tile block_m={bm} warps={w} progs={progs}",
-                    with_warps(kw(m.softmax, _path="tile", _block_m=bm, _num_progs=progs),
-                               m._softmax_tile_kernel, w)))
-    return out
-
-
-def sweep_prefix_scan(m: Any, inputs: tuple, params: dict) -> list[Variant]:
-    B, N = inputs[0].shape
+def _row_tile_sweep(M: int, N: int, launch: Callable[..., Any], jit: Any, rows_arg: str) -> list[Variant]:
+    """[ROWS, N] tiles of short rows, 4-64 elements per thread, one program per tile or 2-8 per SM looping."""
     out = []
     for rows, w, per_sm in itertools.product((4, 8, 16, 32), (2, 4, 8), (2, 4, 8, None)):
         if rows * N // (32 * w) > 64 or rows * N // (32 * w) < 4:
             continue
-        progs = -(-B // rows) if per_sm is None else 132 * per_sm
-        out.append((f"tile rows={rows} warps={w} progs={progs}",
-                    with_warps(kw(m.prefix_scan, _path="tile", _rows=rows, _num_progs=progs),
-                               m._scan_tile_kernel, w)))
+        progs = -(-M // rows) if per_sm is None else num_sms() * per_sm
+        out.append((f"tile {rows_arg.strip('_')}={rows} warps={w} progs={progs}",
+                    with_warps(kw(launch, _path="tile", **{rows_arg: rows}, _num_progs=progs), jit, w)))
     return out
+
+
+def sweep_softmax(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    return _row_tile_sweep(*inputs[0].shape, m.softmax, m._softmax_tile_kernel, "_block_m")
+
+
+def sweep_prefix_scan(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    return _row_tile_sweep(*inputs[0].shape, m.prefix_scan, m._scan_tile_kernel, "_rows")
 
 
 def sweep_layernorm_backward(m: Any, inputs: tuple, params: dict) -> list[Variant]:
@@ -212,7 +211,7 @@ def sweep_embedding_bag(m: Any, inputs: tuple, params: dict) -> list[Variant]:
 def sweep_topk(m: Any, inputs: tuple, params: dict) -> list[Variant]:
     B = inputs[0].shape[0]
     out: list[Variant] = []
-    for progs, tile in itertools.product((132, 264, 528, B), (2048, 4096)):
+    for progs, tile in itertools.product((num_sms(), 2 * num_sms(), 4 * num_sms(), B), (2048, 4096)):
         if progs > B:
             continue
         out.append((f"rows progs={progs} tile={tile}", kw(m.topk, _path="rows", _num_progs=progs, _tile=tile)))
@@ -362,6 +361,8 @@ def main() -> int:
         task = load_task(ROOT, task_id)
         ref = load_reference(ROOT / "tasks" / task_id)
         mod = load_module(ROOT / "references" / task_id / "triton.py", prefix="d2k_tune")
+        bare = load_without_hints(ROOT / "references" / task_id / "triton.py", "d2k_tune_bare",
+                                  args.no_hints) if args.no_hints else None
         for wl in task.workloads:
             if (args.workloads and wl.name not in args.workloads) or (not args.workloads and only
                                                                          and wl.name not in only):
@@ -372,9 +373,7 @@ def main() -> int:
             expect = mod.kernel(*inputs, **spec.scalars)
             torch.cuda.synchronize()
             variants = [("default", mod.kernel)] + maker(mod, inputs, dict(wl.params))
-            if args.no_hints:
-                bare = load_without_hints(ROOT / "references" / task_id / "triton.py", "d2k_tune_bare",
-                                          args.no_hints)
+            if bare is not None:
                 variants += [("nohints default", bare.kernel)]
                 variants += [("nohints " + label, fn) for label, fn in maker(bare, inputs, dict(wl.params))]
             for label, fn in variants:

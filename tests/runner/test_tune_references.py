@@ -51,7 +51,8 @@ def test_gemm_config_filter():
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the kernels under the interpreter")
-@pytest.mark.parametrize("task_id", ["swiglu", "layernorm", "transpose", "topk", "gemm_splitk"])
+@pytest.mark.parametrize("task_id", ["swiglu", "layernorm", "transpose", "topk", "gemm_splitk", "softmax",
+                                     "prefix_scan"])
 def test_sweep_variants_agree_with_the_default_on_the_smoke_workload(task_id):
     maker, only = tune.SWEEPS[task_id]
     task = load_task(ROOT, task_id)
