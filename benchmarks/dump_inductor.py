@@ -29,19 +29,33 @@ def main() -> int:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     import torch
 
+    from d2kgrade.errors import UserError
     from runner.direct import load_reference
     from runner.evaluate import load_task
     from runner.inputs import WorkloadSpec, make_inputs
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    resolved = []  # every item checked before anything is compiled
     for item in args.items:
         task_id, _, wl_name = item.partition(":")
-        task = load_task(ROOT, task_id)
-        ref = load_reference(ROOT / "tasks" / task_id)
+        try:
+            task = load_task(ROOT, task_id)
+        except UserError as exc:
+            print(f"{item}: {exc}", file=sys.stderr)
+            return 2
         wl = next((w for w in task.workloads if w.name == wl_name), None)
         if wl is None:
-            print(f"{task_id} has no workload {wl_name!r}", file=sys.stderr)
+            names = ", ".join(w.name for w in task.workloads)
+            print(f"{item}: {task_id} has no workload {wl_name!r} (expected task:workload; workloads: {names})",
+                  file=sys.stderr)
             return 2
+        resolved.append((item, task, wl))
+    if not torch.cuda.is_available():
+        print("dump_inductor.py needs a CUDA GPU (inductor generates Triton kernels only for GPU inputs)",
+              file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    for item, task, wl in resolved:
+        ref = load_reference(ROOT / "tasks" / task.id)
         spec = WorkloadSpec.resolve(task, wl)
         inputs = make_inputs(ref, spec, seed=0, device="cuda")
         before = set(cache.rglob("*.py"))
@@ -53,7 +67,7 @@ def main() -> int:
         for path in sorted(set(cache.rglob("*.py")) - before):
             text = path.read_text(errors="replace")
             if "@triton.jit" in text:
-                shutil.copy(path, args.out / f"{task_id}.{wl_name}.{n}.py")
+                shutil.copy(path, args.out / f"{task.id}.{wl.name}.{n}.py")
                 n += 1
         print(f"{item}: {n} generated kernel modules", flush=True)
     return 0

@@ -334,7 +334,8 @@ def load_without_hints(path: Path, prefix: str, which: str) -> Any:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", nargs="*", default=None, help="tasks to sweep (default: all in SWEEPS)")
+    ap.add_argument("--tasks", nargs="*", default=None, choices=sorted(SWEEPS), metavar="TASK",
+                    help=f"tasks to sweep (default: all of {', '.join(SWEEPS)})")
     ap.add_argument("--workloads", nargs="*", default=None, help="only these workloads (default: the sweep's own)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "runs" / "tune_h200.json")
     ap.add_argument("--no-hints", choices=sorted(HINT_RES), default=None,
