@@ -10,12 +10,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-EvalStatus = Literal["passed", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed"]
+EvalStatus = Literal["passed", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed",
+                     "unsupported_on_cpu"]
 """Outcome of an evaluation. ``rejected``: the harness caught a rule break (mutated inputs, forbidden calls,
-patched harness, an impossible time). The others are what they say."""
+patched harness, an impossible time). ``unsupported_on_cpu``: the submission uses something the Triton
+interpreter cannot run (the message names the limitation); it says nothing about the kernel's correctness and
+is never counted as a wrong kernel. The others are what they say."""
 
 EVAL_STATUSES: tuple[str, ...] = ("passed", "incorrect", "rejected", "compile_error", "runtime_error", "timeout",
-                                  "crashed")
+                                  "crashed", "unsupported_on_cpu")
+
+BaselineStatus = Literal["ok", "incorrect", "unavailable", "failed", "not_timed"]
+"""Outcome of one baseline candidate on one workload: ``ok`` (correct and timed), ``incorrect`` (out of the
+task's tolerance there, so excluded from the best baseline), ``unavailable`` (its library is not installed, or
+not on this device), ``failed`` (it raised), ``not_timed`` (no timing on this device, e.g. CPU)."""
 
 
 class Record(BaseModel):
@@ -74,6 +82,33 @@ class Timing(Record):
     """Repetitions timed."""
 
 
+class BaselineTiming(Record):
+    """One baseline candidate (``Task.baselines``) on one workload, timed like the submission."""
+
+    name: str
+    """Candidate name (``eager``, ``compile``, ``compile_max_autotune``, ``sdpa_cudnn``, ...)."""
+    kind: Literal["eager", "compile", "peer"]
+    """How it runs (see ``d2kgrade.schema.BaselineCandidate``)."""
+    status: BaselineStatus
+    """Whether it counts: only ``ok`` candidates compete for the best baseline."""
+    reason: str = ""
+    """Why it does not count, for people (the missing module, the first mismatch, the exception)."""
+    time: Timing | None = None
+    """Its timing; None unless ``ok`` (an incorrect candidate's time is kept here too, for the record)."""
+    vendor: bool = False
+    """The task's vendor library (cuBLAS, cuDNN, SDPA backends)."""
+    max_tol_ratio: float | None = None
+    """Share of the task's tolerance its worst element used (above 1: incorrect)."""
+    cached: bool = False
+    """The figure came from the baseline cache rather than a measurement in this evaluation."""
+    measured_at: str | None = None
+    """When the figure was measured (ISO 8601, UTC)."""
+    cache_key: str | None = None
+    """Hash of what the figure depends on (GPU, driver, versions, workload, candidate, timing method)."""
+    compile_warmup_s: float | None = None
+    """Seconds its first torch.compile call took (compile candidates)."""
+
+
 class WorkloadResult(Record):
     """Evaluation of one workload."""
 
@@ -111,6 +146,15 @@ class WorkloadResult(Record):
     """Calls whose outputs were checked beyond the correctness trials (every timed call, or the CPU rotation)."""
     compile_warmup_s: float | None = None
     """Seconds the first torch.compile call of the baseline took (compilation), not part of ``compiled``."""
+    baselines: list[BaselineTiming] = []
+    """Every baseline candidate of the task on this workload (``eager`` and ``compile`` are the columns above)."""
+    best_baseline: str | None = None
+    """Name of the fastest ``ok`` candidate: the baseline the headline speedup is against."""
+    speedup_best: float | None = None
+    """best baseline median / submission median."""
+    evaluator_ms: float | None = None
+    """The evaluator's own clock per timed call (from releasing an input set to receiving its output, less the
+    measured per-call overhead): the bound the kernel host's CUDA events must agree with."""
     wall_s: float = 0.0
     """Evaluator wall time spent on this workload with the submission loaded (trials, timing, checks)."""
 
@@ -134,13 +178,15 @@ class Environment(Record):
     """Python version."""
     interpreter: bool = False
     """Triton ran under TRITON_INTERPRET=1."""
+    sandbox: str = ""
+    """How the kernel host was isolated (its uid, namespaces, what could not be enforced), for the record."""
 
 
 class EvalResult(Record):
     """The result of ``d2kgrade eval``: one submission on one task."""
 
-    schema_version: Literal[1] = 1
-    """Version of this format."""
+    schema_version: Literal[1, 2] = 2
+    """Version of this format (2: baseline candidates, the evaluator's clock, ``unsupported_on_cpu``)."""
     task: str
     """Task id."""
     submission: str = ""

@@ -183,6 +183,54 @@ class HiddenSpec(Model):
     """Integer parameters of the smoke workload to redraw, with their constraints; empty: no hidden workload."""
 
 
+BASELINE_KINDS = ("eager", "compile", "peer")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")
+
+
+class BaselineCandidate(Model):
+    """One thing a user would pick instead of writing the kernel, timed the same way as submissions.
+
+    The best baseline of a workload is the fastest candidate that is available and correct there. Candidates
+    are trusted code: the evaluator times them in its own process, never where a submission ran."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """Stable name, shown in reports (``eager``, ``compile``, ``sdpa_cudnn``, ``liger``). ``eager`` and
+    ``compile`` are the paper's named columns."""
+    kind: Literal["eager", "compile", "peer"]
+    """``eager``: a PyTorch function run as it is; ``compile``: that function under ``torch.compile(mode=...)``;
+    ``peer``: a function calling a library outside PyTorch (available only when ``requires`` imports)."""
+    fn: str = Field(default="baseline", pattern=NAME_RE.pattern)
+    """The function of ``reference.py`` that runs it, called like ``kernel(*inputs, **scalars)``."""
+    mode: Literal["default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead"] | None = None
+    """``torch.compile`` mode (``kind: compile`` only; default ``default``)."""
+    requires: list[str] = []
+    """Importable modules the candidate needs (``liger_kernel``, ``flash_attn``); missing ones make it
+    unavailable, which the result says, never an error."""
+    device: Literal["cuda", "any"] = "cuda"
+    """Where it can run; a CUDA-only candidate is reported unavailable on CPU."""
+    vendor: bool = False
+    """The vendor library for this task (cuBLAS, cuDNN, FlashAttention through SDPA): the candidates that the
+    vendor-ratio figure compares GEMM, convolution and attention references against."""
+    description: str = ""
+    """What it is, for people (``SDPA forced to the cuDNN backend with sdpa_kernel``)."""
+
+    @model_validator(mode="after")
+    def _mode_only_for_compile(self) -> BaselineCandidate:
+        if self.kind != "compile" and self.mode is not None:
+            raise ValueError(f"baseline {self.name!r}: mode is for kind 'compile' only")
+        return self
+
+
+DEFAULT_BASELINES: tuple[BaselineCandidate, ...] = (
+    BaselineCandidate(name="eager", kind="eager", description="the task's PyTorch baseline, eager"),
+    BaselineCandidate(name="compile", kind="compile", mode="default",
+                      description="the baseline under torch.compile (default mode)"),
+    BaselineCandidate(name="compile_max_autotune", kind="compile", mode="max-autotune-no-cudagraphs",
+                      description="the baseline under torch.compile(mode='max-autotune-no-cudagraphs')"),
+)
+"""The candidates of a task that declares none: eager, and torch.compile in two modes."""
+
+
 class Task(Model):
     """A GPU kernel task: exact semantics, tensors, workloads, tolerances, cost model and guidance."""
 
@@ -228,6 +276,16 @@ class Task(Model):
     (``Tensor.softmax``), or ``@`` for the matmul operator outside Triton kernels. The evaluator rejects a
     submission that calls one (a static tripwire, with the line) and one whose profile shows the matching ATen op
     (``aten::softmax``, ``aten::_softmax``)."""
+    inplace: dict[str, str] = {}
+    """Outputs that may be written in place over an input: ``{output: input}`` (``q_out: q``). The evaluator
+    accepts a change to that input only when it then holds exactly the returned output; any other write to an
+    input is ``input_mutated``. The semantics text must say so too (a test checks both agree)."""
+    glue_ops: list[str] = []
+    """ATen ops (base names as the profiler reports them, ``index_select``) that this task's semantics make
+    data movement, allowed on data-sized tensors beyond the evaluator's movement list."""
+    baselines: list[BaselineCandidate] = []
+    """What a user would pick instead, each timed like a submission (see :meth:`baseline_candidates`); empty:
+    :data:`DEFAULT_BASELINES`."""
     hidden: HiddenSpec | None = None
     """How the evaluator draws the per-run hidden workload from the smoke workload. None: every integer parameter
     that is a whole dimension of an input and whose smoke value is not a power of two is perturbed."""
@@ -288,11 +346,32 @@ class Task(Model):
         cycle = find_cycle({g.id: list(g.depends_on) for g in self.guidance})
         if cycle:
             raise ValueError("guidance dependencies form a cycle: " + " -> ".join(cycle))
+        outputs = {t.name: t for t in self.outputs}
+        inputs = {t.name: t for t in self.inputs}
+        for out_name, in_name in self.inplace.items():
+            if out_name not in outputs or in_name not in inputs:
+                raise ValueError(f"inplace maps {out_name!r} -> {in_name!r}; expected an output name -> an input name "
+                                 f"(outputs: {sorted(outputs)}, inputs: {sorted(inputs)})")
+            if outputs[out_name].shape.replace(" ", "") != inputs[in_name].shape.replace(" ", ""):
+                raise ValueError(f"inplace {out_name!r} -> {in_name!r}: shapes differ ({outputs[out_name].shape} vs "
+                                 f"{inputs[in_name].shape})")
+        if len(set(self.inplace.values())) != len(self.inplace):
+            raise ValueError("inplace: two outputs may not overwrite the same input")
+        cands = [b.name for b in self.baselines]
+        dup = sorted({n for n in cands if cands.count(n) > 1})
+        if dup:
+            raise ValueError(f"baseline names must be unique; repeated: {dup}")
+        if self.baselines and "eager" not in cands:
+            raise ValueError("baselines must include one named 'eager' (the paper's eager column)")
         for name in (self.hidden.vary if self.hidden else {}):
             value = self.smoke.params.get(name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"hidden.vary names {name!r}, which is not an integer parameter of the smoke workload")
         return self
+
+    def baseline_candidates(self) -> list[BaselineCandidate]:
+        """The declared candidates, or :data:`DEFAULT_BASELINES`."""
+        return list(self.baselines) if self.baselines else list(DEFAULT_BASELINES)
 
     def workload(self, name: str) -> Workload:
         """The workload named ``name`` (``smoke`` included)."""
