@@ -1,0 +1,46 @@
+"""The ablation record format: round trip, later records replace earlier ones, a crash-cut last line, bad lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from d2kgrade.ablate.results import (ABLATIONS_FILE, AblationRecord, WorkloadAblation, append_record,
+                                     load_run_ablations)
+from d2kgrade.errors import UserError
+
+
+def _rec(**kw) -> AblationRecord:
+    base = dict(task="softmax", episode="reference:softmax", arm="reference", property="softmax.L3.exp2-fold",
+                level="L3", transform="exp2_to_exp", present=True, status="load_bearing", slowdown=1.07,
+                ci_low=1.05, ci_high=1.09, noise_pct=0.6,
+                workloads=[WorkloadAblation(name="rows_4k", slowdown=1.07, ci_low=1.05, ci_high=1.09)])
+    base.update(kw)
+    return AblationRecord(**base)
+
+
+def test_round_trip_and_replacement(tmp_path: Path) -> None:
+    assert load_run_ablations(tmp_path) == []
+    a, b = _rec(), _rec(property="softmax.L2.tiled-two-sweep", level="L2", status="broke_correctness",
+                         slowdown=None, ci_low=None, ci_high=None, workloads=[])
+    for r in (a, b, a.model_copy(update={"slowdown": 1.5})):
+        append_record(tmp_path / ABLATIONS_FILE, r)
+    got = load_run_ablations(tmp_path)
+    assert [(r.property, r.slowdown) for r in got] == [("softmax.L2.tiled-two-sweep", None),
+                                                        ("softmax.L3.exp2-fold", 1.5)]
+
+
+def test_cut_last_line_is_skipped_but_a_bad_middle_line_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / ABLATIONS_FILE
+    append_record(path, _rec())
+    with path.open("a") as fh:
+        fh.write('{"task": "soft')
+    assert len(load_run_ablations(tmp_path)) == 1
+    with path.open("a") as fh:
+        fh.write("\n" + _rec().model_dump_json() + "\n")
+    with pytest.raises(UserError, match="line 2: not JSON"):
+        load_run_ablations(tmp_path)
+    path.write_text(_rec().model_dump_json().replace('"load_bearing"', '"fast"') + "\n")
+    with pytest.raises(UserError, match="line 1: status"):
+        load_run_ablations(tmp_path)
