@@ -1,10 +1,17 @@
-"""Precision and recall of the static rater against the hand-labelled corpus, per property and per level.
+"""Precision and recall of the static rater against the hand-labelled corpora, per property, per level, per task.
 
-Grades every variant under ``tests/static/corpus/<task>/`` with the suite's rubric for that task and compares with
-``labels.yaml`` (``present`` is the positive class; ``unknown`` counts as a miss). Prints one line per property,
-per level and per task, and writes ``benchmarks/static_accuracy.json``.
+Two corpora (``present`` is the positive class; ``unknown`` counts as a miss):
 
-    python benchmarks/static_accuracy.py [--out benchmarks/static_accuracy.json] [TASK ...]
+- ``corpus``: ``tests/static/corpus/<task>/``, written with the checks (26 tasks); it measures fit.
+- ``wild``: ``tests/static/wild/<task>/``, production-style kernels (launcher classes, closures, partials, dicts
+  of kernels, multi-file submissions...) labelled before any check was changed for them; it measures how the
+  rater generalises. Its first-pass figure (the rater as it was when the labels were committed) is kept under
+  ``wild.first_pass`` beside the current one (``wild.final``).
+
+Prints one line per property, per level and per task, and merges the results into ``--out`` under the corpus's
+key (and, for ``wild``, the ``--stage``), keeping the other entries.
+
+    python benchmarks/static_accuracy.py [--corpus corpus|wild] [--stage final|first_pass] [TASK ...]
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,25 +28,21 @@ sys.path.insert(0, str(ROOT))
 from d2kgrade.static.corpus import Tally, evaluate  # noqa: E402
 from d2kgrade.suite import Suite  # noqa: E402
 
-CORPUS = ROOT / "tests" / "static" / "corpus"
+CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild"}
 
 
 def fmt(x: float | None) -> str:
     return "  n/a" if x is None else f"{x:5.2f}"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("tasks", nargs="*")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "static_accuracy.json")
-    args = ap.parse_args()
+def measure(folder: Path, tasks: list[str]) -> dict:
+    """Grade every labelled variant of ``tasks`` under ``folder``; print and return the tallies."""
     suite = Suite(ROOT)
-    tasks = args.tasks or sorted(p.name for p in CORPUS.iterdir() if (p / "labels.yaml").is_file())
     results = {}
     overall: dict[str, Tally] = {}
     print(f"{'property':52s} {'n':>3s} {'acc':>5s} {'prec':>5s} {'rec':>5s}  errors")
     for t in tasks:
-        res = evaluate(CORPUS / t, suite.load_rubric(t))
+        res = evaluate(folder / t, suite.load_rubric(t))
         results[t] = res
         for pid, d in res["properties"].items():
             print(f"{pid:52s} {d['n']:3d} {fmt(d['accuracy'])} {fmt(d['precision'])} {fmt(d['recall'])}  "
@@ -58,7 +62,34 @@ def main() -> None:
         print(f"{'ALL ' + lv:52s} {d['n']:3d} {fmt(d['accuracy'])} {fmt(d['precision'])} {fmt(d['recall'])}")
     for d in summary.values():
         d.pop("errors", None)
-    args.out.write_text(json.dumps({"summary": summary, "tasks": results}, indent=2) + "\n")
+    props = [d for r in results.values() for d in r["properties"].values()]
+    summary["properties_at_or_above_0.9"] = sum(1 for d in props if (d["accuracy"] or 0) >= 0.9)
+    summary["properties"] = len(props)
+    return {"summary": summary, "tasks": results}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tasks", nargs="*")
+    ap.add_argument("--corpus", choices=sorted(CORPORA), default="corpus")
+    ap.add_argument("--stage", choices=("final", "first_pass"), default="final",
+                    help="wild corpus only: which entry to write (first_pass is written once, before tuning)")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "static_accuracy.json")
+    args = ap.parse_args()
+    folder = CORPORA[args.corpus]
+    tasks = args.tasks or sorted(p.name for p in folder.iterdir() if (p / "labels.yaml").is_file())
+    res = measure(folder, tasks)
+    res["command"] = "python benchmarks/static_accuracy.py --corpus " + args.corpus + (
+        f" --stage {args.stage}" if args.corpus == "wild" else "")
+    res["date"] = time.strftime("%Y-%m-%d")
+    data = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    if "summary" in data:  # the earlier layout held the in-repo corpus at the top level
+        data = {"corpus": data}
+    if args.corpus == "wild":
+        data.setdefault("wild", {})[args.stage] = res
+    else:
+        data["corpus"] = res
+    args.out.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

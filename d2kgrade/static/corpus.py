@@ -1,6 +1,7 @@
 """Accuracy of the static rater against a hand-labelled corpus (``tests/static/corpus/<task>/labels.yaml``).
 
-A corpus folder holds kernel variants of one task and ``labels.yaml``::
+A corpus folder holds kernel variants of one task (files, or folders holding a multi-file submission whose entry
+point is ``kernel.py``) and ``labels.yaml``::
 
     task: softmax
     variants:
@@ -77,6 +78,15 @@ class Tally:
                 "errors": list(self.errors)}
 
 
+ENTRY = "kernel.py"
+"""The entry point of a folder variant (a multi-file submission)."""
+
+
+def grade_variant(rubric: Rubric, path: Path) -> Any:
+    """The static grade of one variant: a file, or a folder graded through its entry point."""
+    return grade_file(rubric, path / ENTRY if path.is_dir() else path)
+
+
 def load_labels(folder: Path, rubric: Rubric) -> dict[str, dict[str, str]]:
     """Labels of a corpus folder: variant file name -> property id -> ``present``/``absent``; checked against the
     rubric (every active property labelled, no unknown ids, files exist)."""
@@ -89,8 +99,9 @@ def load_labels(folder: Path, rubric: Rubric) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name, entry in (data.get("variants") or {}).items():
         labels = (entry or {}).get("labels") or {}
-        if not (folder / name).is_file():
-            problems.append(Problem(str(path), f"variants.{name}", "no such file"))
+        variant = folder / name
+        if not (variant.is_file() or (variant / ENTRY).is_file()):
+            problems.append(Problem(str(path), f"variants.{name}", f"no such file (or folder holding {ENTRY})"))
         missing = sorted(ids - set(labels))
         extra = sorted(set(labels) - ids)
         bad = sorted(k for k, v in labels.items() if v not in ("present", "absent"))
@@ -114,7 +125,7 @@ def evaluate(folder: Path, rubric: Rubric) -> dict[str, Any]:
     per_level: dict[str, Tally] = {}
     verdicts: dict[str, dict[str, str]] = {}
     for name, lab in sorted(labels.items()):
-        fg = grade_file(rubric, folder / name)
+        fg = grade_variant(rubric, folder / name)
         got = {pg.property_id: pg.verdict for pg in fg.properties}
         verdicts[name] = got
         for pid, expected in lab.items():
