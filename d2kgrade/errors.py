@@ -7,6 +7,7 @@ exceptions. Exceptions are for the program's own faults and for a user's mistake
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 
@@ -28,6 +29,20 @@ class MissingDependencyError(UserError):
         )
         self.module = module
         self.extra = extra
+
+
+def require_extra(modules: tuple[str, ...], extra: str) -> None:
+    """Raise :class:`MissingDependencyError` (one line: what to install) if one of ``modules`` is not installed.
+
+    Looks the modules up without importing them (importing torch costs seconds).
+    """
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a broken install, or sys.modules[name] = None
+            found = False
+        if not found:
+            raise MissingDependencyError(name, extra)
 
 
 @dataclass(frozen=True)
@@ -52,3 +67,14 @@ class SpecError(UserError):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class Terminated(BaseException):
+    """The process got SIGTERM or SIGHUP: unwinds like KeyboardInterrupt (cleanup runs), never caught as an error.
+
+    A BaseException, so ``except Exception`` handlers let it through, as they do KeyboardInterrupt.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum

@@ -7,8 +7,10 @@ A :class:`pydantic.ValidationError` never reaches a user: :func:`load_model` tur
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,19 +26,43 @@ M = TypeVar("M", bound=BaseModel)
 MAX_SPEC_BYTES = 4 * 1024 * 1024
 
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def regular_file_problem(path: Path) -> str | None:
+    """Why ``path`` is not a readable regular file (a FIFO blocks a reader forever, ``/dev/zero`` never ends, a
+    link to itself loops), or None when it is one. Never opens the file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "is a broken symbolic link (its target does not exist)" if os.path.islink(path) else "file not found"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link that loops (it points back to itself)"
+        return f"cannot read: {exc.strerror}"
+    for test, what in _KINDS:
+        if test(st.st_mode):
+            return f"is {what}, expected a regular file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if not os.access(path, os.R_OK):
+        return "cannot read: permission denied"
+    return None
+
+
 def read_text(path: Path) -> str:
     """Read a UTF-8 text file, or raise SpecError naming the file and the reason."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise SpecError([Problem(str(path), "", "file not found")]) from None
-    except OSError as exc:
-        raise SpecError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from None
-    if path.is_dir():
-        raise SpecError([Problem(str(path), "", "is a directory, expected a file")])
+    problem = regular_file_problem(path)
+    if problem:
+        raise SpecError([Problem(str(path), "", problem)])
+    size = path.stat().st_size
     if size > MAX_SPEC_BYTES:
         raise SpecError([Problem(str(path), "", f"is {size} bytes; a spec file is at most {MAX_SPEC_BYTES}")])
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SpecError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from None
     if b"\x00" in data:
         raise SpecError([Problem(str(path), "", "is binary (holds NUL bytes), expected UTF-8 text")])
     try:

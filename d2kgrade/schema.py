@@ -10,6 +10,7 @@ property for every guidance id) and rules that evaluate formulas per workload li
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -305,6 +306,8 @@ class Task(Model):
         for key, (atol, rtol) in v.items():
             if key not in DTYPE_BYTES and key != "fp8":
                 raise ValueError(f"tolerance key {key!r} is not a dtype name")
+            if not (math.isfinite(atol) and math.isfinite(rtol)):  # NaN passes every comparison; inf admits anything
+                raise ValueError(f"tolerance {key}: atol and rtol must be finite numbers, got [{atol}, {rtol}]")
             if atol < 0 or rtol < 0:
                 raise ValueError(f"tolerance {key}: atol and rtol must be >= 0, got [{atol}, {rtol}]")
         return v

@@ -6,6 +6,7 @@ Loading never imports the task's Python files: the grading side must work withou
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -29,8 +30,13 @@ class Suite:
 
     @cached_property
     def task_ids(self) -> list[str]:
-        """Ids of the task folders, sorted (folders without task.yaml are ignored)."""
-        return sorted(p.name for p in (self.root / "tasks").iterdir() if (p / "task.yaml").is_file())
+        """Ids of the task folders, sorted (folders without task.yaml are ignored).
+
+        A ``task.yaml`` that is there but unreadable (a FIFO, a link to itself) keeps its task in the list, so
+        loading it fails with a message naming the file instead of the task vanishing silently.
+        """
+        return sorted(p.name for p in (self.root / "tasks").iterdir()
+                      if p.is_dir() and os.path.lexists(p / "task.yaml"))
 
     def task_dir(self, task_id: str) -> Path:
         """Folder of a task."""
@@ -49,9 +55,10 @@ class Suite:
         return self.root / "rubrics" / f"{task_id}.yaml"
 
     def reference_kernels(self, task_id: str) -> dict[str, Path]:
-        """Expert reference kernels that exist, by language (``triton``, ``cuda``)."""
+        """Expert reference kernels that exist, by language (``triton``, ``cuda``); an unreadable one (a FIFO, a
+        broken link) is listed too, and validation says what is wrong with it."""
         folder = self.root / "references" / task_id
-        return {lang: folder / f"{lang}.py" for lang in REFERENCE_LANGUAGES if (folder / f"{lang}.py").is_file()}
+        return {lang: folder / f"{lang}.py" for lang in REFERENCE_LANGUAGES if os.path.lexists(folder / f"{lang}.py")}
 
     def check_id(self, task_id: str) -> str:
         """Return ``task_id`` if the suite has it, else raise UserError listing the known ids."""

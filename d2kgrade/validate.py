@@ -16,7 +16,7 @@ from pathlib import Path
 from d2kgrade import formulas
 from d2kgrade.dtypes import FLOAT_DTYPES, tolerance_key
 from d2kgrade.errors import Problem, SpecError
-from d2kgrade.io import read_text
+from d2kgrade.io import read_text, regular_file_problem
 from d2kgrade.schema import Rubric, Task
 from d2kgrade.suite import Suite
 
@@ -47,8 +47,11 @@ def top_level_names(path: Path) -> tuple[set[str], list[Problem]]:
 
 def check_python_defines(path: Path, required: Iterable[str], what: str) -> list[Problem]:
     """Problems if ``path`` is missing, does not parse, or does not define every name in ``required``."""
-    if not path.is_file():
+    problem = regular_file_problem(path)
+    if problem == "file not found":
         return [Problem(str(path), "", f"missing: every task needs its {what}")]
+    if problem:
+        return [Problem(str(path), "", problem)]
     names, problems = top_level_names(path)
     if problems:
         return problems
@@ -159,6 +162,25 @@ def validate_task(suite: Suite, task_id: str, known_checks: set[str] | None = No
     for path in kernels.values():
         problems.extend(check_python_defines(path, ("kernel",), "reference kernel"))
     return problems
+
+
+def check_task_evaluable(suite: Suite, task_id: str, *, kernels: tuple[str, ...] = ()) -> Task:
+    """The task, if what an evaluation of it reads is sound: task.yaml, its formulas on every workload,
+    ``reference.py`` (parsed, never imported) and the named expert ``kernels`` (``"triton"``, ``"cuda"``).
+
+    Raises:
+        SpecError: every problem, each naming the file and the field, so a task fault is never blamed on a
+            submission; UserError for an unknown id.
+    """
+    task = suite.load_task(task_id)
+    problems = check_task_formulas(task, suite.task_path(task_id))
+    problems += check_python_defines(suite.reference_py(task_id), REFERENCE_FUNCTIONS, "reference.py")
+    for lang in kernels:
+        problems += check_python_defines(suite.root / "references" / task_id / f"{lang}.py", ("kernel",),
+                                         "reference kernel")
+    if problems:
+        raise SpecError(problems)
+    return task
 
 
 def validate_suite(suite: Suite, task_ids: list[str] | None = None) -> dict[str, list[Problem]]:

@@ -1,8 +1,13 @@
 """The CLI, the only edge: typer commands parse options, call one library function, render with rich.
 
 Each module of this package that defines ``register(app)`` adds its commands; :func:`main` finds them all, so a
-new command is one new module. :class:`~d2kgrade.errors.D2KError` is caught here and printed as one line with
-exit code 1, never a traceback.
+new command is one new module; a module imports only typer and :mod:`d2kgrade.cli._common` at start-up, and
+everything heavier (pandas, rich.table, the runner) inside its commands.
+
+Exit codes, the same for every command: 0 ok; 1 the thing checked failed (an invalid suite, a failing expert
+kernel, episodes that failed on the API, nothing to score) or a user error (:class:`~d2kgrade.errors.D2KError`,
+printed as one line, never a traceback); 2 a usage error (unknown option, bad value); 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM), 129 hung up (SIGHUP): each handled like Ctrl-C.
 """
 
 from __future__ import annotations
@@ -10,13 +15,14 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
 
 import typer
 
 from d2kgrade import __version__
 from d2kgrade.cli._common import err_console
-from d2kgrade.errors import D2KError, SpecError
+from d2kgrade.errors import D2KError, SpecError, Terminated
 
 app = typer.Typer(
     name="d2kgrade",
@@ -55,10 +61,21 @@ def _register_all() -> None:
 _register_all()
 
 
+def _on_signal(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGHUP end the command the way Ctrl-C does (its cleanup runs), as :class:`Terminated`."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+
 def main() -> None:
-    """Console entry point."""
+    """Console entry point: runs the app and turns its outcome into the exit code (see the module docstring)."""
+    install_signal_handlers()
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except SpecError as exc:
         for p in exc.problems:
             err_console.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
@@ -74,11 +91,16 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+    except Terminated as exc:
+        err_console.print(f"terminated ({signal.Signals(exc.signum).name})")
+        sys.exit(128 + exc.signum)
     except Exception as exc:  # usage errors (unknown option, bad value) arrive here in non-standalone mode
         if isinstance(exc, _click_exception_types()):
             exc.show()  # type: ignore[attr-defined]
             sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         raise
+    # In non-standalone mode click *returns* the code of a typer.Exit (and 130 for Ctrl-C) instead of exiting.
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 def _click_exception_types() -> tuple[type[BaseException], ...]:

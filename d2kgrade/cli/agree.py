@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from d2kgrade.cli._common import JsonOption, SuiteOption, console, err_console, print_json
+from d2kgrade.cli._common import JsonOption, SuiteOption, console, err_console, print_json, print_table
 
 
 def _stat(s) -> str:
@@ -21,6 +20,8 @@ def _stat(s) -> str:
 
 def render(result, *, per_property: bool) -> None:
     """Rich tables of an AgreementResult."""
+    from rich.table import Table
+
     from d2kgrade.report import fmt
 
     for key, text in result.scales.items():
@@ -35,7 +36,7 @@ def render(result, *, per_property: bool) -> None:
             t.add_row(b.scope_id, f"{p.rater_a} vs {p.rater_b}", str(p.n), fmt.value(p.percent_agreement, "pct"),
                       f"{fmt.value(p.prevalence_a, 'pct')}/{fmt.value(p.prevalence_b, 'pct')}", _stat(p.kappa),
                       _stat(p.ac1))
-    console.print(t)
+    print_table(t)
     t = Table(title="Binary verdicts: all raters (Krippendorff's alpha nominal, missing allowed)")
     for col in ("scope", "raters", "units", "agree", "prevalence", "alpha", "Fleiss kappa", "AC1"):
         t.add_column(col)
@@ -45,7 +46,7 @@ def render(result, *, per_property: bool) -> None:
         t.add_row(b.scope_id, str(len(b.raters)), str(b.n_units), fmt.value(b.percent_agreement, "pct"),
                   fmt.value(b.prevalence, "pct"), _stat(b.krippendorff_alpha), _stat(b.fleiss_kappa),
                   _stat(b.gwet_ac1))
-    console.print(t)
+    print_table(t)
     s = result.scores
     if s is not None:
         console.print(f"Scores (0-100), {len(s.raters)} raters, {s.n_items} items scored by all: "
@@ -58,7 +59,7 @@ def render(result, *, per_property: bool) -> None:
             t.add_row(f"{p.rater_a} vs {p.rater_b}", str(p.n), _stat(p.icc2), _stat(p.icc3), fmt.stat(p.spearman),
                       fmt.stat(p.kendall), fmt.stat(p.mean_diff, 1),
                       f"[{fmt.stat(p.loa_low, 1)}, {fmt.stat(p.loa_high, 1)}]")
-        console.print(t)
+        print_table(t)
     if result.gold:
         t = Table(title="Against the gold set ('present' is positive)")
         for col in ("rater", "scope", "n", "precision", "recall", "F1"):
@@ -67,7 +68,7 @@ def render(result, *, per_property: bool) -> None:
             if g.scope == "property" and not per_property:
                 continue
             t.add_row(g.rater_id, g.scope_id, str(g.n), _stat(g.precision), _stat(g.recall), _stat(g.f1))
-        console.print(t)
+        print_table(t)
     if result.consistency:
         t = Table(title="Judge self-consistency across samples")
         for col in ("rater", "scope", "units", "unanimous", "majority share", "Fleiss kappa", "alpha"):
@@ -75,7 +76,7 @@ def render(result, *, per_property: bool) -> None:
         for c in result.consistency:
             t.add_row(c.rater_id, c.scope_id, str(c.n_units), fmt.value(c.unanimous, "pct"),
                       fmt.value(c.majority_share, "pct"), _stat(c.fleiss_kappa), _stat(c.krippendorff_alpha))
-        console.print(t)
+        print_table(t)
 
 
 def agree(

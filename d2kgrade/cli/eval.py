@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from d2kgrade.cli._common import JsonOption, SuiteOption, console, err_console, print_json
+from d2kgrade.cli._common import (JsonOption, SuiteOption, console, err_console, open_suite, print_json, print_table,
+                                  require_extra)
 from d2kgrade.config import load_settings
-from d2kgrade.errors import MissingDependencyError, UserError
+from d2kgrade.errors import UserError
 
 
 def _fmt_ms(x: float | None) -> str:
@@ -34,16 +34,26 @@ def eval_command(
     as_json: bool = JsonOption,
 ) -> None:
     """Run SUBMISSION on TASK: correctness on every workload (hidden one included), timing against eager and
-    torch.compile, roofline fraction. Exit 0 whatever the kernel did; 1 for your own mistakes."""
+    torch.compile, roofline fraction. Exit 0 whatever the kernel did; 1 for your own mistakes and task faults."""
+    from rich.table import Table
+
+    from d2kgrade.errors import MissingDependencyError
+    from d2kgrade.io import regular_file_problem
+    from d2kgrade.validate import check_task_evaluable
+
+    require_extra(("torch", "triton"), "gpu")
     try:
         from runner.evaluate import evaluate
     except ImportError as exc:
-        raise MissingDependencyError(getattr(exc, "name", None) or "torch", "gpu") from None
-    if not submission.is_file():
-        raise UserError(f"{submission}: file not found")
+        raise MissingDependencyError(exc.name or "torch", "gpu") from None
+
+    problem = regular_file_problem(submission)
+    if problem:
+        raise UserError(f"{submission}: {problem}")
     root = load_settings(suite=suite).suite
     if seed is not None and seed < 0:
         raise UserError("--seed must be >= 0")
+    check_task_evaluable(open_suite(suite), task_id)
     result = evaluate(task_id, submission, suite_root=root, device=device, workloads=workloads, seed=seed,
                       timeout_s=timeout, hidden=not no_hidden, timing=not no_timing)
     if as_json:
@@ -62,7 +72,7 @@ def eval_command(
                       _fmt_ms(w.time.median_ms if w.time else None), _fmt_ms(w.eager.median_ms if w.eager else None),
                       _fmt_ms(w.compiled.median_ms if w.compiled else None), _fmt_x(w.speedup_eager),
                       _fmt_x(w.speedup_compiled), roof)
-    console.print(table)
+    print_table(table)
     for f in result.flags:
         err_console.print(f"[{'red' if f.severity == 'reject' else 'yellow'}]{f.code}[/]: {f.message}",
                           highlight=False, soft_wrap=True)

@@ -8,8 +8,6 @@ from pathlib import Path
 import typer
 
 from d2kgrade.cli._common import err_console
-from d2kgrade.io import atomic_write_text
-from d2kgrade.schema import exported_models
 
 schema_app = typer.Typer(help="Export the formats as JSON Schema.", no_args_is_help=True)
 
@@ -17,6 +15,9 @@ schema_app = typer.Typer(help="Export the formats as JSON Schema.", no_args_is_h
 @schema_app.command("export")
 def export(out: Path = typer.Option(Path("schemas"), "--out", help="Folder to write <name>.schema.json into.")) -> None:
     """Write one JSON Schema per format (task, rubric, and the records of later modules)."""
+    from d2kgrade.io import atomic_write_text
+    from d2kgrade.schema import exported_models
+
     for name, model in exported_models().items():
         path = out / f"{name}.schema.json"
         atomic_write_text(path, json.dumps(model.model_json_schema(), indent=2) + "\n")

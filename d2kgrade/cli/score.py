@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from d2kgrade.cli._common import JsonOption, console, err_console, print_json
+from d2kgrade.cli._common import JsonOption, err_console, print_json, print_table
 from d2kgrade.errors import UserError
 
 HEADLINE = ("correctness", "perf_score", "geomean_speedup_eager", "geomean_speedup_compiled", "fast_1",
@@ -43,6 +42,8 @@ def score_config(**kw: object):
 
 def render(result) -> None:
     """Rich tables: arms, comparisons, design rates per level."""
+    from rich.table import Table
+
     from d2kgrade.metrics import metric_registry
     from d2kgrade.report import fmt
 
@@ -53,7 +54,7 @@ def render(result) -> None:
     for a in result.arms:
         t.add_row(a.model, a.arm, str(a.n_tasks),
                   *(fmt.value(a.metrics[m].value, metrics[m].fmt) for m in HEADLINE))
-    console.print(t)
+    print_table(t)
     pct = int(round(100 * result.config.ci))
     t = Table(title=f"Guided minus unguided, paired on tasks ({pct}% bootstrap CI over tasks, "
                     f"{result.config.resamples} resamples)")
@@ -65,7 +66,7 @@ def render(result) -> None:
             t.add_row(c.model, c.treatment, str(c.n_pairs), m.short or m.name, fmt.value(d.baseline, m.fmt),
                       fmt.value(d.treatment, m.fmt), fmt.delta(d.delta, m.fmt),
                       fmt.interval(d.ci_low, d.ci_high, m.fmt, signed=True))
-    console.print(t)
+    print_table(t)
     t = Table(title="Design properties per level (share of the level's properties, averaged over tasks)")
     for col in ("model", "arm", "level", "proposed", "implemented", "impl, not prop", "prop, not impl"):
         t.add_column(col, justify="left" if col in ("model", "arm", "level") else "right")
@@ -75,7 +76,7 @@ def render(result) -> None:
                                                             "proposed_not_implemented")]
             if any(v is not None for v in vals):
                 t.add_row(a.model, a.arm, lv, *(fmt.value(v, "pct") for v in vals))
-    console.print(t)
+    print_table(t)
 
 
 def score(

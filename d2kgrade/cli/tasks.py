@@ -5,13 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markdown import Markdown
-from rich.table import Table
 
-from d2kgrade.cli._common import JsonOption, SuiteOption, console, err_console, open_suite, print_json
+from d2kgrade.cli._common import JsonOption, SuiteOption, err_console, open_suite, print_json, print_table
 from d2kgrade.errors import UserError
-from d2kgrade.schema import GUIDANCE_ARMS, LEVELS, render_task
-from d2kgrade.validate import validate_suite
 
 tasks_app = typer.Typer(help="List, show and validate the suite's tasks.", no_args_is_help=True)
 
@@ -19,6 +15,10 @@ tasks_app = typer.Typer(help="List, show and validate the suite's tasks.", no_ar
 @tasks_app.command("list")
 def list_tasks(suite: Path = SuiteOption, as_json: bool = JsonOption) -> None:
     """One line per task: id, category, bound, workloads, guidance items per level."""
+    from rich.table import Table
+
+    from d2kgrade.schema import LEVELS
+
     s = open_suite(suite)
     rows = []
     for tid in s.task_ids:
@@ -35,7 +35,7 @@ def list_tasks(suite: Path = SuiteOption, as_json: bool = JsonOption) -> None:
     for r in rows:
         table.add_row(r["id"], r["category"], r["bound"], ", ".join(r["workloads"]),
                       *(str(r["guidance"][lv]) for lv in LEVELS))
-    console.print(table)
+    print_table(table)
 
 
 @tasks_app.command("show")
@@ -46,6 +46,8 @@ def show(
     as_json: bool = JsonOption,
 ) -> None:
     """Exactly what an agent is shown in the given guidance arm."""
+    from d2kgrade.schema import GUIDANCE_ARMS, render_task
+
     if guidance not in GUIDANCE_ARMS:
         raise UserError(f"--guidance must be one of {', '.join(GUIDANCE_ARMS)}, got {guidance!r}")
     task = open_suite(suite).load_task(task_id)
@@ -63,6 +65,8 @@ def validate(
     as_json: bool = JsonOption,
 ) -> None:
     """Check tasks, rubrics and references; one line per problem, exit code 1 if any."""
+    from d2kgrade.validate import validate_suite
+
     s = open_suite(suite)
     results = validate_suite(s, task_ids)
     n_bad = sum(1 for p in results.values() if p)
@@ -81,6 +85,3 @@ def validate(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
-
-
-
