@@ -45,6 +45,11 @@ def require_extra(modules: tuple[str, ...], extra: str) -> None:
             raise MissingDependencyError(name, extra)
 
 
+class RunStoreError(UserError):
+    """A run directory cannot be used as it is: its store is empty, garbled or foreign, or another process is
+    writing it. Raised before anything is written."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """One problem found in one file: where it is, and what was expected there."""

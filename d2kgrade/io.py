@@ -1,5 +1,10 @@
 """The one loader: YAML and JSON files into models, with errors that name the file, the field and the expectation.
 
+Also the file helpers both sides share: :func:`regular_file_problem` (refuse FIFOs, devices and link loops before
+reading), :func:`atomic_write_text`, and private temporary folders (:func:`private_tempdir`) that carry their
+creator's PID, so :func:`sweep_stale_tempdirs` can remove those of dead processes and :func:`remove_own_tempdirs`
+those of this one on exit.
+
 A :class:`pydantic.ValidationError` never reaches a user: :func:`load_model` turns each of its entries into a
 :class:`~d2kgrade.errors.Problem` (file, dotted field path, what was expected) and raises
 :class:`~d2kgrade.errors.SpecError` with all of them.
@@ -10,8 +15,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -140,3 +148,80 @@ def atomic_write_text(path: Path, text: str) -> None:
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as indented JSON, atomically."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+# ------------------------------------------------------------------------------ temporary folders
+
+TEMP_PREFIX = "d2k-"
+_OWNED_RE = re.compile(r"^d2k-[a-z]+-(\d+)-")
+LEGACY_TEMP_AGE_S = 24 * 3600
+"""A ``d2k-*`` folder without a PID in its name is swept only when untouched this long (no evaluation lasts a day)."""
+
+
+def private_tempdir(kind: str) -> Path:
+    """A new private folder ``<tmp>/d2k-<kind>-<pid>-<random>`` (mode 700), named so a later start can tell that
+    its creator died and remove it. ``kind`` is lowercase letters (``sub``, ``prof``, ``ep``, ``eval``)."""
+    if not kind.isalpha() or not kind.islower():
+        raise ValueError(f"kind must be lowercase letters, got {kind!r}")
+    return Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{kind}-{os.getpid()}-"))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID runs on this host (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _our_tempdirs(root: Path | None) -> list[tuple[Path, os.stat_result]]:
+    base = Path(root or tempfile.gettempdir())
+    out = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    for e in entries:
+        if not e.name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            out.append((Path(e.path), st))
+    return out
+
+
+def sweep_stale_tempdirs(root: Path | None = None) -> list[Path]:
+    """Remove this user's ``d2k-*`` temporary folders left by processes that died (killed, ``os._exit``).
+
+    A folder named by :func:`private_tempdir` goes when its PID is not running; an older-style folder without a
+    PID when untouched for :data:`LEGACY_TEMP_AGE_S`. Returns the folders removed.
+    """
+    removed = []
+    now = time.time()
+    for path, st in _our_tempdirs(root):
+        m = _OWNED_RE.match(path.name)
+        if m:
+            stale = int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
+        else:
+            stale = now - st.st_mtime > LEGACY_TEMP_AGE_S
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def remove_own_tempdirs(root: Path | None = None) -> list[Path]:
+    """Remove every folder :func:`private_tempdir` made for this process (call on the way out)."""
+    removed = []
+    for path, _ in _our_tempdirs(root):
+        m = _OWNED_RE.match(path.name)
+        if m and int(m.group(1)) == os.getpid():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

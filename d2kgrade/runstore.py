@@ -24,14 +24,25 @@ Tables (every row carries ``run_id``; paths are relative to RUN_DIR):
 
 Rows of an episode that did not end (a killed run) are deleted by :meth:`RunStore.reset_episode` before the
 episode is run again, so an episode's rows always come from one attempt.
+
+One writer per run directory: ``d2kgrade run`` holds :class:`RunLock` (``RUN_DIR/run.lock``, an ``flock`` plus the
+holder's PID, host, start time and command) for the whole session; a second writer is refused with the holder's
+name, and a lock whose holder died is taken over with a warning. A store that is not one (0 bytes, garbled, an
+SQLite file of something else, or an ``episodes/`` folder whose store is gone) is a :class:`RunStoreError` naming
+the file, raised before anything is written.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import math
+import os
+import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -39,16 +50,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from d2kgrade.errors import RunStoreError
+from d2kgrade.io import pid_alive
+
 STORE_SCHEMA_VERSION = 1
 DB_NAME = "results.sqlite"
+LOCK_NAME = "run.lock"
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 EpisodeStatus = str
-EPISODE_STATUSES = ("finished", "failed", "budget_exhausted", "no_submission")
+EPISODE_STATUSES = ("finished", "failed", "api_failed", "budget_exhausted", "no_submission")
 """``finished``: the agent ended the episode; ``budget_exhausted``: a turn, wall or token budget ran out;
-``no_submission``: the agent ended (or kept answering without tools) without ever submitting; ``failed``: the
-episode could not go on (API unreachable after retries, an internal fault). Failed episodes are run again on
-resume; the others are done."""
+``no_submission``: the agent ended (or kept answering without tools) without ever submitting; ``api_failed``: the
+model's API gave no answer (unreachable after retries, or refused the request); ``failed``: an internal fault (the
+evaluator or the runner). ``api_failed`` and ``failed`` episodes say nothing about the agent: ``score`` leaves them
+out (and counts them), and a resume runs them again; the others are done."""
 DONE_STATUSES = ("finished", "budget_exhausted", "no_submission")
+UNSCORED_STATUSES = ("api_failed", "failed")
+"""Episode statuses that are not outcomes of the agent: left out of every metric, reported as counts."""
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -178,8 +197,14 @@ class RunStore:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / DB_NAME
+        if self.path.exists() or self.path.is_symlink():
+            check_store_file(self.path)
+        elif (self.run_dir / "episodes").is_dir():
+            raise RunStoreError(f"{self.path}: missing, but {self.run_dir / 'episodes'} holds episodes; starting "
+                                "over would overwrite them. Restore the store, or move the folder away and use a new "
+                                "--out; nothing was changed")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
         self._con.execute("PRAGMA journal_mode=WAL")
@@ -310,6 +335,138 @@ class RunStore:
             self._insert(con, "episodes", episode, replace=True)
 
 
+# ---------------------------------------------------------------------- integrity and the writer's lock
+
+
+def check_store_file(path: Path) -> None:
+    """Raise :class:`RunStoreError` unless ``path`` is a run store this d2kgrade can read; opens it read-only.
+
+    A 0-byte file would otherwise be taken for a new store (a resume would start the run over and overwrite its
+    episode folders) and a garbled one would raise sqlite's own error mid-command.
+    """
+    path = Path(path)
+    keep = "; nothing was changed (restore it from a backup, or move the run directory away and use a new one)"
+    try:
+        if not path.is_file():
+            raise RunStoreError(f"{path}: not a regular file, expected the run store (an SQLite file){keep}")
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise RunStoreError(f"{path}: cannot read the run store ({exc.strerror}){keep}") from None
+    if not head:
+        raise RunStoreError(f"{path}: is empty (0 bytes), not a run store{keep}")
+    if head != SQLITE_MAGIC:
+        raise RunStoreError(f"{path}: is not an SQLite database (garbled, or another kind of file){keep}")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            missing = sorted({"meta", "runs", *_TABLE_COLUMNS} - tables)
+            if missing:
+                raise RunStoreError(f"{path}: an SQLite file but not a run store (no table {', '.join(missing)})"
+                                    f"{keep}")
+            row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        raise RunStoreError(f"{path}: the run store is damaged ({exc}){keep}") from None
+    if row is None or not str(row[0]).isdigit() or int(row[0]) != STORE_SCHEMA_VERSION:
+        raise RunStoreError(f"{path}: run store schema {row[0] if row else 'unknown'}, this d2kgrade reads "
+                            f"{STORE_SCHEMA_VERSION}{keep}")
+
+
+class RunLock:
+    """One writer per run directory: ``RUN_DIR/run.lock``, held with ``flock`` and naming its holder.
+
+    The file holds the holder's PID, host, start time and command (JSON) while it is held and is emptied on
+    release; it is never deleted (deleting a lock file lets two processes lock two different files). A file that
+    names a holder but is not locked was left by a process that died: :meth:`acquire` takes it over and returns
+    a warning saying whose it was. On file systems without ``flock`` the PID is checked instead (on this host;
+    a lock of another host is refused, since its holder cannot be checked from here).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    @staticmethod
+    def _describe(info: dict[str, Any]) -> str:
+        cmd = " ".join(str(a) for a in info.get("argv") or [])[:200]
+        return (f"PID {info.get('pid', '?')} on host {info.get('host', '?')} (since {info.get('since', '?')}"
+                + (f": {cmd}" if cmd else "") + ")")
+
+    def _read(self, fd: int) -> dict[str, Any]:
+        os.lseek(fd, 0, os.SEEK_SET)
+        raw = os.read(fd, 65536).decode("utf-8", "replace").strip()
+        if not raw:
+            return {}
+        try:
+            info = json.loads(raw)
+        except json.JSONDecodeError:
+            return {"pid": "?", "host": "?", "since": "?", "garbled": raw[:100]}
+        return info if isinstance(info, dict) else {}
+
+    def _refuse(self, info: dict[str, Any]) -> RunStoreError:
+        return RunStoreError(f"{self.run_dir}: another d2kgrade is writing this run directory: {self._describe(info)}."
+                             " One writer per run directory: wait for it to end (then rerun the same command to "
+                             "resume), or use another --out")
+
+    def acquire(self) -> str | None:
+        """Take the lock; returns a warning when a dead holder's lock was taken over.
+
+        Raises:
+            RunStoreError: another live process holds it.
+        """
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                have_flock = True
+            except BlockingIOError:
+                raise self._refuse(self._read(fd)) from None
+            except OSError as exc:
+                if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                have_flock = False
+            info = self._read(fd)
+            warning = None
+            if info:
+                mine = info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int)
+                if not have_flock and not (mine and not pid_alive(info["pid"])):
+                    raise self._refuse(info)
+                warning = (f"{self.path}: took over a stale lock; its holder, {self._describe(info)}, ended "
+                           "without releasing it (killed?)")
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "since": now_iso(), "argv": sys.argv[:20]}
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, (json.dumps(me) + "\n").encode())
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return warning
+
+    def release(self) -> None:
+        """Empty the file and unlock it (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 # ---------------------------------------------------------------------- reading
 
 
@@ -322,12 +479,14 @@ def load_run(run_dir: Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: if ``run_dir`` holds no ``results.sqlite``.
+        RunStoreError: if it is not a readable run store (0 bytes, garbled, another schema).
     """
     import pandas as pd
 
     path = Path(run_dir) / DB_NAME
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"{path}: no run store here (is {run_dir} a run directory?)")
+    check_store_file(path)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
     try:
         out: dict[str, Any] = {}
@@ -346,5 +505,5 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         con.close()
 
 
-__all__ = ["RunStore", "load_run", "suite_version", "task_version", "EPISODE_STATUSES", "DONE_STATUSES",
-           "EPISODE_COLUMNS", "now_iso"]
+__all__ = ["RunStore", "RunLock", "load_run", "check_store_file", "suite_version", "task_version",
+           "EPISODE_STATUSES", "DONE_STATUSES", "UNSCORED_STATUSES", "EPISODE_COLUMNS", "now_iso"]

@@ -30,8 +30,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from d2kgrade.errors import UserError
-from d2kgrade.runstore import RunStore, load_run, suite_version, task_version
+from d2kgrade.errors import SpecError, UserError, require_extra
+from d2kgrade.io import sweep_stale_tempdirs
+from d2kgrade.runstore import UNSCORED_STATUSES, RunLock, RunStore, load_run, suite_version, task_version
 from d2kgrade.suite import Suite
 from runner.agent.config import RunConfig, merge_for_resume
 from runner.agent.episode import EpisodeSpec
@@ -202,7 +203,7 @@ def plan_replay(config: RunConfig, run_id: str) -> list[EpisodeSpec]:
     for r in episodes.to_dict("records"):
         if config.tasks != ["all"] and r["task"] not in config.tasks:
             continue
-        if r["status"] == "failed":
+        if r["status"] in UNSCORED_STATUSES:  # no answer of the agent to replay
             continue
         out.append(EpisodeSpec(run_id=run_id, episode_id=r["episode_id"], agent="replay", model=r["model"],
                                task=r["task"], arm=r["arm"], guidance=r["guidance"], seed=int(r["seed"]),
@@ -233,35 +234,96 @@ def _check_task_versions(store: RunStore, stored: dict[str, str], now: dict[str,
                     "references/ differ), so new episodes would not be comparable; use a new --out")
 
 
+def _check_tasks(suite: Suite, config: RunConfig, tasks: list[str]) -> None:
+    """Refuse a task fault before any episode: one line per problem, naming the file and the field."""
+    from d2kgrade.validate import check_task_evaluable
+
+    if config.agent == "llm":
+        unevaluable = [t for t in tasks if not os.path.lexists(suite.reference_py(t))]
+        if unevaluable:
+            raise UserError(f"task(s) {unevaluable} have no reference.py yet, so no kernel for them can be "
+                            "evaluated; choose other --tasks")
+    problems = []
+    for t in (tasks if tasks != ["all"] else suite.task_ids):
+        try:
+            check_task_evaluable(suite, t, kernels=("triton",) if config.agent == "reference" else ())
+        except SpecError as exc:
+            problems += exc.problems
+    if problems:
+        raise SpecError(problems)
+
+
+def _preflight(config: RunConfig, api_key: str) -> None:
+    from runner.agent.llm import EndpointUnusable, preflight
+
+    try:
+        log.info("%s", preflight(base_url=config.base_url, api_key=api_key, model=config.model or ""))
+    except EndpointUnusable as exc:
+        raise UserError(f"{exc}; no episode was run") from None
+
+
+def _sweep(out: Path) -> None:
+    """Temporary folders of dead d2kgrade processes, and half-written files of a killed session in ``out``."""
+    removed = sweep_stale_tempdirs()
+    if removed:
+        log.info("removed %d temporary folder(s) left by ended processes (e.g. %s)", len(removed), removed[0])
+    for p in list(out.glob(".*.tmp")) + list((out / "episodes").glob("*/.*.tmp")):
+        p.unlink(missing_ok=True)  # atomic_write_text's temporaries: never renamed into place, so never read
+
+
 def run(config: RunConfig, out: Path, *, suite_root: Path, argv: list[str] | None = None,
         on_event: EventFn | None = None, evaluate_fn: Any = None, chat_client_factory: Any = None,
-        cancel: threading.Event | None = None, api_key: str | None = None) -> RunResult:
-    """Plan, resume and execute a run into ``out``.
+        cancel: threading.Event | None = None, api_key: str | None = None, preflight: bool | None = None,
+        on_warning: Callable[[str], None] | None = None) -> RunResult:
+    """Plan, resume and execute a run into ``out``, holding ``out``'s writer lock throughout.
+
+    Before anything is planned or written: the tasks are checked (task faults are refused, never blamed on an
+    episode), the evaluator's dependencies are looked up, and for ``--agent llm`` one pre-flight request goes to
+    the endpoint (``preflight``: default on unless a ``chat_client_factory`` stands in for the API).
 
     Raises:
-        UserError: unknown tasks, a missing API key, settings that differ from the run's, a changed task.
+        UserError: unknown tasks, a missing API key, a dead endpoint, settings that differ from the run's, a
+            changed task; RunStoreError: another writer holds ``out``, or its store is damaged; SpecError: a task
+            fault; MissingDependencyError: no torch/triton for a local evaluation.
     """
     from runner.agent.loop import api_key_from_env
 
+    warn = on_warning or (lambda msg: log.warning("%s", msg))
     suite = Suite(suite_root)
-    device = config.device or detect_device()
     if config.agent == "replay":
         src = Path(config.from_run or "").expanduser().resolve()
         config = config.model_copy(update={"from_run": str(src)})
         tasks = config.tasks if config.tasks == ["all"] else suite.resolve_ids(config.tasks)
     else:
         tasks = suite.resolve_ids(config.tasks)
-    config = config.model_copy(update={"tasks": tasks, "device": device})
-    if config.agent == "llm":
-        unevaluable = [t for t in tasks if not suite.reference_py(t).is_file()]
-        if unevaluable:
-            raise UserError(f"task(s) {unevaluable} have no reference.py yet, so no kernel for them can be "
-                            "evaluated; choose other --tasks")
+    _check_tasks(suite, config, tasks)
     api_key = api_key or api_key_from_env()
     if config.agent == "llm" and not api_key:
         raise UserError("no API key: set D2KGRADE_API_KEY or OPENAI_API_KEY (any value for a local server "
                         "that needs none)")
+    if evaluate_fn is None and config.executor == "local":
+        require_extra(("torch", "triton"), "gpu")
+    device = config.device or detect_device()
+    config = config.model_copy(update={"tasks": tasks, "device": device})
+    if config.agent == "llm" and (preflight if preflight is not None else chat_client_factory is None):
+        _preflight(config, api_key or "")
     out = Path(out)
+    lock = RunLock(out)
+    taken_over = lock.acquire()
+    if taken_over:
+        warn(taken_over)
+    try:
+        _sweep(out)
+        return _run_locked(config, out, suite=suite, tasks=tasks, device=device, argv=argv, on_event=on_event,
+                           evaluate_fn=evaluate_fn, chat_client_factory=chat_client_factory, cancel=cancel,
+                           api_key=api_key)
+    finally:
+        lock.release()
+
+
+def _run_locked(config: RunConfig, out: Path, *, suite: Suite, tasks: list[str], device: str,
+                argv: list[str] | None, on_event: EventFn | None, evaluate_fn: Any, chat_client_factory: Any,
+                cancel: threading.Event | None, api_key: str | None) -> RunResult:
     store = RunStore(out)
     existing = store.get_run()
     sv = suite_version(suite.root)

@@ -14,12 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from d2kgrade.cli._common import SuiteOption, console, err_console, open_suite, print_json
-from d2kgrade.errors import UserError
-from d2kgrade.runstore import load_run
+from d2kgrade.cli._common import SuiteOption, console, err_console, open_suite, print_json, print_table
+from d2kgrade.errors import Terminated, UserError
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -30,6 +27,8 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 def summarize(run_dir: Path) -> list[dict[str, Any]]:
     """One row per (model, arm, guidance) of the run: episodes, statuses, correct, turns, tokens, cost."""
+    from d2kgrade.runstore import load_run
+
     eps = load_run(run_dir)["episodes"]
     rows: list[dict[str, Any]] = []
     if eps.empty:
@@ -45,6 +44,10 @@ def summarize(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _print_summary(run_dir: Path, agent: str) -> list[dict[str, Any]]:
+    from rich.table import Table
+
+    from d2kgrade.runstore import load_run
+
     eps = load_run(run_dir)["episodes"]
     rows = summarize(run_dir)
     if agent == "reference":
@@ -55,7 +58,7 @@ def _print_summary(run_dir: Path, agent: str) -> list[dict[str, Any]]:
         for r in eps.sort_values("episode_id").to_dict("records"):
             status = f"[green]{r['final_status']}[/green]" if r["correct"] else f"[red]{r['final_status']}[/red]"
             table.add_row(r["episode_id"], status, "" if r["correct"] else str(r["message"] or "")[:300])
-        console.print(table)
+        print_table(table)
         console.print(f"{int(eps['correct'].sum())} of {len(eps)} expert kernels passed")
         return rows
     table = Table(title=f"run {run_dir}: {len(eps)} episodes")
@@ -65,18 +68,18 @@ def _print_summary(run_dir: Path, agent: str) -> list[dict[str, Any]]:
         table.add_row(str(r["model"]), r["arm"], r["guidance"], str(r["episodes"]), str(r["correct"]),
                       ", ".join(f"{k} {v}" for k, v in r["statuses"].items()), str(r["mean_turns"]),
                       str(r["tokens"]), "-" if r["cost_usd"] is None else f"{r['cost_usd']}")
-    console.print(table)
+    print_table(table)
     return rows
 
 
 class _Display:
     """A rich progress display: one bar for the run, one line per episode in flight (its turns)."""
 
-    def __init__(self, progress: Progress, max_turns: int) -> None:
+    def __init__(self, progress: Any, max_turns: int) -> None:
         self.progress = progress
         self.max_turns = max_turns
-        self.overall: TaskID | None = None
-        self.lines: dict[str, TaskID] = {}
+        self.overall: Any = None
+        self.lines: dict[str, Any] = {}
         self.lock = threading.Lock()
 
     def __call__(self, kind: str, eid: str, info: dict[str, Any]) -> None:
@@ -94,9 +97,9 @@ class _Display:
                 if kind == "end" and self.overall is not None:
                     p.advance(self.overall)
                     status = info.get("status")
-                    if status == "failed":
-                        p.console.print(f"[red]failed[/red] {eid}: {str(info.get('message'))[:160]}",
-                                        highlight=False)
+                    if status in ("failed", "api_failed"):
+                        p.console.print(f"[red]{status}[/red] {eid}: {str(info.get('message'))[:160]}",
+                                        highlight=False, soft_wrap=True)
 
 
 def run_command(
@@ -119,10 +122,18 @@ def run_command(
     device: str = typer.Option(None, "--device", help="cpu | cuda (default: cuda when a GPU is visible)."),
     concurrency: int = typer.Option(None, "--concurrency", help="Episodes in flight (default 8)."),
     tool_mode: str = typer.Option(None, "--tool-mode", help="auto | native | text (text: fenced tool blocks)."),
+    temperature: float = typer.Option(None, "--temperature", help="Sampling temperature sent with every request "
+                                                                  "(default: the server's)."),
+    top_p: float = typer.Option(None, "--top-p", help="Nucleus sampling top_p sent with every request."),
+    sampling_seed: int = typer.Option(None, "--seed", help="Sampling seed sent with every request, plus the "
+                                                           "episode's seed index (best effort on most servers)."),
     suite: Path = SuiteOption,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run agent episodes (paired guided / unguided by default) and record them in RUN_DIR; resumable."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from d2kgrade.io import remove_own_tempdirs
     from runner.agent.config import resolve_config
     from runner.run import run
 
@@ -140,7 +151,7 @@ def run_command(
         "executor": executor, "address": address, "agent": agent,
         "gpus": gpu_list,
         "from_run": str(from_run) if from_run else None, "device": device, "concurrency": concurrency,
-        "tool_mode": tool_mode,
+        "tool_mode": tool_mode, "temperature": temperature, "top_p": top_p, "sampling_seed": sampling_seed,
     }
     config = resolve_config(config_file, flags)
     s = open_suite(suite)
@@ -148,14 +159,24 @@ def run_command(
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err_console, transient=False)
     display = _Display(progress, config.max_turns)
+
+    def warn(msg: str) -> None:
+        err_console.print(f"[yellow]warning:[/yellow] {msg}", highlight=False, soft_wrap=True)
+
     try:
         with progress:
-            result = run(config, out, suite_root=s.root, argv=sys.argv, on_event=display, cancel=cancel)
-    except KeyboardInterrupt:
+            result = run(config, out, suite_root=s.root, argv=sys.argv, on_event=display, cancel=cancel,
+                         on_warning=warn)
+    except (KeyboardInterrupt, Terminated) as exc:
+        # run() has marked the session interrupted and released the lock on its way out
         cancel.set()
-        err_console.print(f"interrupted: finished episodes are saved in {out}; rerun the same command to resume")
+        remove_own_tempdirs()
+        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        err_console.print(f"{why}: finished episodes are saved in {out}; rerun the same command to resume")
         sys.stderr.flush()
-        os._exit(130)  # episode threads may be waiting on the model; nothing unfinished is worth waiting for
+        sys.stdout.flush()
+        # episode threads may be waiting on the model; nothing unfinished is worth waiting for
+        os._exit(128 + exc.signum if isinstance(exc, Terminated) else 130)
     rows = (summarize(out) if as_json else _print_summary(out, config.agent))
     if as_json:
         print_json({"run_dir": str(out), "run_id": result.run_id, "planned": result.planned,
@@ -164,6 +185,8 @@ def run_command(
         err_console.print(f"{len(result.rows)} episode(s) run this session, {result.already_done} already done; "
                           f"records in {out}/results.sqlite")
     if config.agent == "reference":
+        from d2kgrade.runstore import load_run
+
         eps = load_run(out)["episodes"]
         bad = eps[~eps["correct"]]
         if len(bad):
@@ -171,6 +194,20 @@ def run_command(
                               + ", ".join(f"{r.episode_id} ({r.final_status})" for r in bad.itertuples()),
                               highlight=False, soft_wrap=True)
             raise typer.Exit(1)
+    _exit_on_unfinished(result.rows)
+
+
+def _exit_on_unfinished(rows: list[dict[str, Any]]) -> None:
+    """Exit 1 when episodes of this session failed on the API or inside d2kgrade: the run did not do its job."""
+    for status, what in (("api_failed", "failed on the API"), ("failed", "failed inside d2kgrade")):
+        bad = [r for r in rows if r.get("status") == status]
+        if bad:
+            err_console.print(f"[red]error:[/red] {len(bad)} of {len(rows)} episode(s) run this session {what} "
+                              f"(status {status}; e.g. {bad[0]['episode_id']}: {str(bad[0].get('message'))[:300]}); "
+                              "they are not scored as wrong kernels; rerun the same command to retry them",
+                              highlight=False, soft_wrap=True)
+    if any(r.get("status") in ("api_failed", "failed") for r in rows):
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

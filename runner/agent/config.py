@@ -58,6 +58,11 @@ class RunConfig(BaseModel):
     """``max_tokens`` of each request; None leaves it to the server."""
     temperature: float | None = Field(default=None, ge=0, le=2)
     """Sampling temperature; None leaves it to the server."""
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    """Nucleus sampling ``top_p``; None leaves it to the server."""
+    sampling_seed: int | None = Field(default=None, ge=0)
+    """Seed sent with every request (``--seed``), plus the episode's seed index; None sends none. Servers treat it
+    as best effort."""
     tool_mode: Literal["auto", "native", "text"] = "auto"
     """``native``: OpenAI function calling; ``text``: fenced ```tool blocks in the text; ``auto``: native, falling
     back to text for the rest of the episode when the server refuses the ``tools`` parameter."""
@@ -126,8 +131,8 @@ class RunConfig(BaseModel):
 
 
 IDENTITY_FIELDS = ("agent", "model", "guidance", "max_turns", "max_wall_min", "max_tokens", "max_output_tokens",
-                   "temperature", "tool_mode", "device", "keep_recent_results", "max_context_chars",
-                   "max_tool_output_chars", "price_in_per_mtok", "price_out_per_mtok", "from_run", "eval_timeout_s")
+                   "temperature", "top_p", "sampling_seed", "tool_mode", "device", "keep_recent_results",
+                   "max_context_chars", "max_tool_output_chars", "price_in_per_mtok", "price_out_per_mtok", "from_run", "eval_timeout_s")
 EXTENT_FIELDS = ("tasks", "arms", "seeds")
 OPERATIONAL_FIELDS = ("base_url", "executor", "address", "gpus", "cpu_lanes", "concurrency", "request_timeout_s",
                       "api_retries", "backoff_s", "backoff_max_s")

@@ -120,7 +120,8 @@ class ChatClient:
     def __init__(self, *, model: str, base_url: str | None, api_key: str, timeout_s: float = 600.0,
                  retries: int = 6, backoff_s: float = 2.0, backoff_max_s: float = 120.0,
                  temperature: float | None = None, max_output_tokens: int | None = None,
-                 cancel: threading.Event | None = None, sleep: Callable[[float], None] | None = None) -> None:
+                 cancel: threading.Event | None = None, sleep: Callable[[float], None] | None = None,
+                 top_p: float | None = None, seed: int | None = None) -> None:
         import openai
 
         self._openai = openai
@@ -130,6 +131,8 @@ class ChatClient:
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
         self.max_output_tokens = max_output_tokens
         self.cancel = cancel or threading.Event()
         self._sleep = sleep
@@ -152,8 +155,9 @@ class ChatClient:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+        for name in ("temperature", "top_p", "seed"):
+            if getattr(self, name) is not None:
+                kwargs[name] = getattr(self, name)
         if self.max_output_tokens is not None:
             kwargs["max_tokens"] = self.max_output_tokens
         t0 = time.monotonic()
@@ -212,3 +216,55 @@ def _retry_after(exc: Any) -> float | None:
         return float(value) if value is not None else None
     except (AttributeError, ValueError):
         return None
+
+
+PREFLIGHT_TIMEOUT_S = 10.0
+"""Seconds the pre-flight request may take: a live server answers ``/models`` in milliseconds."""
+
+
+class EndpointUnusable(RuntimeError):
+    """The pre-flight request found the endpoint dead or refusing; the message names the URL and the answer."""
+
+
+def preflight(*, base_url: str | None, api_key: str, model: str, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> str:
+    """One ``GET {base_url}/models`` before a run plans any episode, so a dead endpoint costs seconds, not the
+    ~140 s of retries per episode it would cost inside the run.
+
+    Returns a note for the log (the URL, the answer, and whether the model is listed). A 404 passes (some
+    servers have no ``/models``); a model missing from the list is only noted (proxies list aliases apart).
+
+    Raises:
+        EndpointUnusable: no answer within ``timeout_s`` (connection refused, DNS, timeout), the key refused
+            (401/403), or a server error (5xx).
+    """
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+    url = str(client.base_url).rstrip("/")
+    t0 = time.monotonic()
+    try:
+        page = client.models.list()
+    except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        cause = exc.__cause__ or exc.__context__
+        why = f"{type(exc).__name__}" + (f" ({cause})" if cause else f" ({exc})")
+        raise EndpointUnusable(f"the endpoint {url} gave no answer to GET /models within "
+                               f"{time.monotonic() - t0:.1f} s: {why}; start the server or fix --base-url") from None
+    except openai.APIStatusError as exc:
+        answer = f"HTTP {exc.status_code}: {_error_message(exc)}"
+        if exc.status_code == 404:
+            return f"{url}: GET /models answered {answer} (this server lists no models); going on"
+        if exc.status_code in (401, 403):
+            raise EndpointUnusable(f"the endpoint {url} refused the API key (GET /models answered {answer}); set "
+                                   "D2KGRADE_API_KEY or OPENAI_API_KEY") from None
+        if exc.status_code >= 500 or exc.status_code == 429:
+            raise EndpointUnusable(f"the endpoint {url} is not healthy (GET /models answered {answer})") from None
+        return f"{url}: GET /models answered {answer}; going on"
+    ids = [m.id for m in getattr(page, "data", []) or []]
+    listed = model in ids
+    note = f"{url}: answered in {time.monotonic() - t0:.2f} s, {len(ids)} model(s) listed"
+    if ids and not listed:
+        shown = ", ".join(ids[:8]) + (", ..." if len(ids) > 8 else "")
+        log.warning("the endpoint %s does not list model %r (it lists: %s); its episodes may fail on the API",
+                    url, model, shown)
+        return note + f", not {model!r}"
+    return note + (f", {model!r} among them" if listed else "")

@@ -6,9 +6,16 @@ Endings (the episode's ``status``):
   design note);
 - ``no_submission``: the agent replied :data:`MAX_NUDGES` times in a row without a tool call and never submitted;
 - ``budget_exhausted``: the turn, wall-clock or token budget ran out (the last submission, if any, still counts);
-- ``failed``: the API gave no answer after retries, or a non-retryable error (a resume runs it again).
+- ``api_failed``: the API gave no answer after retries, or a non-retryable error (a resume runs it again;
+  ``score`` leaves it out and counts it).
 
 Malformed tool arguments, unknown tools and refused paths are tool results the agent reads, not endings.
+
+**What was sent.** Every request is recorded in the transcript before it goes out, as a ``request`` event: the
+sampling parameters, whether tools were offered, and its messages as a delta of the previous request (``keep``:
+how many leading messages are unchanged, ``messages``: the rest), so :func:`runner.agent.recorder.sent_requests`
+rebuilds each request exactly, elisions, merged user messages and the text-tool fallback's instructions included.
+The tool specs are recorded once (``tools`` event).
 """
 
 from __future__ import annotations
@@ -52,6 +59,16 @@ def task_prompt(env: EpisodeEnv, spec: EpisodeSpec) -> str:
     return render_task(env.task, spec.guidance) + "\n" + hardware_section(env.hardware) + "\n" + ask + "\n"
 
 
+def sampling_params(cfg: Any, spec: EpisodeSpec) -> dict[str, Any]:
+    """``temperature``, ``top_p`` and ``seed`` of every request of the episode (None: left to the server).
+
+    The request seed is ``cfg.sampling_seed`` plus the episode's seed index, so seeds 0..N-1 of a (task, arm)
+    sample differently and the paired arms of one seed share it.
+    """
+    seed = None if cfg.sampling_seed is None else cfg.sampling_seed + spec.seed
+    return {"temperature": cfg.temperature, "top_p": cfg.top_p, "seed": seed}
+
+
 def api_key_from_env() -> str | None:
     """``D2KGRADE_API_KEY``, else ``OPENAI_API_KEY``."""
     return os.environ.get("D2KGRADE_API_KEY") or os.environ.get("OPENAI_API_KEY")
@@ -65,10 +82,11 @@ class LlmEpisode:
         cfg = env.config
         self.cfg = cfg
         factory = env.chat_client_factory or ChatClient
+        self.sampling = sampling_params(cfg, spec)
         self.client = factory(model=spec.model or "", base_url=cfg.base_url, api_key=env.api_key or "",
                               timeout_s=cfg.request_timeout_s, retries=cfg.api_retries, backoff_s=cfg.backoff_s,
-                              backoff_max_s=cfg.backoff_max_s, temperature=cfg.temperature,
-                              max_output_tokens=cfg.max_output_tokens, cancel=env.cancel)
+                              backoff_max_s=cfg.backoff_max_s, max_output_tokens=cfg.max_output_tokens,
+                              cancel=env.cancel, **self.sampling)
         self.tool_mode = "text" if cfg.tool_mode == "text" else "native"
         self.specs = tool_specs()
         self.conv = Conversation()
@@ -78,6 +96,22 @@ class LlmEpisode:
                              eval_timeout_s=cfg.eval_timeout_s,
                              scrub_paths=[env.suite_root.resolve(), runner_dir, runner_dir.parent])
         self.warned = False
+        self._sent: list[dict[str, Any]] = []
+
+    def record_request(self, turn: int, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        """The request about to be sent, as a delta of the previous one (see the module docstring)."""
+        keep = 0
+        for old, new in zip(self._sent, messages):
+            if old != new:
+                break
+            keep += 1
+        self.rec.transcript({"event": "request", "turn": turn, "tool_mode": self.tool_mode, "tools": bool(tools),
+                             "params": {"model": self.spec.model, **{k: v for k, v in self.sampling.items()
+                                                                     if v is not None},
+                                        **({"max_tokens": self.cfg.max_output_tokens}
+                                           if self.cfg.max_output_tokens is not None else {})},
+                             "n_messages": len(messages), "keep": keep, "messages": messages[keep:]})
+        self._sent = [dict(m) for m in messages]
 
     # ------------------------------------------------------------------ budgets
 
@@ -120,6 +154,7 @@ class LlmEpisode:
                                    "context_chars": sum(len(str(m.get("content") or "")) for m in messages),
                                    "elided_results": n_elided, "tokens_in": 0, "tokens_out": 0, "n_tool_calls": 0,
                                    "content_chars": 0, "api_attempts": 0}
+            self.record_request(turn, messages, tools)
             try:
                 c = self.client.complete(messages, tools)
             except ToolsUnsupported as exc:
@@ -129,8 +164,8 @@ class LlmEpisode:
                 self.tool_mode = "text"
                 note = ("This server does not accept function calling, so call tools with text blocks instead.\n\n"
                         + text_tool_instructions(self.specs))
-                self.conv.add(Entry("user", note, kind="pinned"))
                 self.rec.transcript({"event": "tool_mode", "mode": "text", "reason": str(exc), "turn": turn})
+                self.add(Entry("user", note, kind="pinned"))
                 self.check_budget()
                 continue
             except ApiFailure as exc:
@@ -229,6 +264,7 @@ def run_llm_episode(spec: EpisodeSpec, env: EpisodeEnv, rec: EpisodeRecorder, ta
     """Run an LLM episode end to end and write it."""
     ep = LlmEpisode(spec, env, rec, tally)
     cfg = env.config
+    rec.transcript({"event": "tools", "tools": ep.specs, "sampling": ep.sampling})
     ep.add(Entry("system", system_prompt(max_turns=cfg.max_turns, max_wall_min=cfg.max_wall_min,
                                          max_tokens=cfg.max_tokens, tool_mode=ep.tool_mode, tools=ep.specs),
                  kind="pinned"))
@@ -246,7 +282,7 @@ def run_llm_episode(spec: EpisodeSpec, env: EpisodeEnv, rec: EpisodeRecorder, ta
     except BudgetExhausted as exc:
         status, message = "budget_exhausted", str(exc)
     except ApiFailure as exc:
-        status, message = "failed", f"API: {exc}"
+        status, message = "api_failed", f"API: {exc}"
     tally.submissions = ep.tools.submissions
     final, kernel_path = Final(), None
     sub = ep.tools.submission

@@ -126,3 +126,23 @@ class EpisodeRecorder:
         """Write the ended episode (one transaction with its final evaluation and workload rows)."""
         self.sink.finish_episode(self._row(episode), self._row(final_evaluation) if final_evaluation else None,
                                  [self._row(w) for w in workloads])
+
+
+def sent_requests(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every request of an episode, rebuilt from its transcript's ``request`` events: ``{"turn", "tool_mode",
+    "tools" (the tool specs, or None), "params", "messages"}``, exactly as sent."""
+    specs: Any = None
+    messages: list[dict[str, Any]] = []
+    out = []
+    for entry in transcript:
+        if entry.get("event") == "tools":
+            specs = entry["tools"]
+        elif entry.get("event") == "request":
+            messages = messages[:entry["keep"]] + list(entry["messages"])
+            if len(messages) != entry["n_messages"]:
+                raise ValueError(f"transcript request of turn {entry['turn']}: {len(messages)} messages rebuilt, "
+                                 f"{entry['n_messages']} sent (a request event is missing)")
+            out.append({"turn": entry["turn"], "tool_mode": entry["tool_mode"],
+                        "tools": specs if entry["tools"] else None, "params": entry["params"],
+                        "messages": [dict(m) for m in messages]})
+    return out

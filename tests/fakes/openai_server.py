@@ -8,7 +8,9 @@ Scripted: each request pops the next step from a queue, or asks a responder func
 - ``{"sleep": 3.0, ...}``: wait before answering (for client timeouts), then answer the rest of the step;
 - ``{"raw": "..."}``: send this body as is (malformed JSON and the like).
 
-Every request body is kept in ``server.requests`` for assertions. Use as a context manager::
+Every request body is kept in ``server.requests`` for assertions, and the paths of GET requests in
+``server.gets``. ``GET /models`` lists ``models`` (``models_status`` other than 200 answers that error instead),
+for the runner's pre-flight request. Use as a context manager::
 
     with FakeOpenAI(script=[{"content": "hi"}]) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="test")
@@ -54,10 +56,14 @@ def completion(step: Step, model: str) -> dict[str, Any]:
 class FakeOpenAI:
     """The server; ``script`` is consumed in order, then ``responder`` (if any) answers."""
 
-    def __init__(self, script: list[Step] | None = None, responder: Responder | None = None) -> None:
+    def __init__(self, script: list[Step] | None = None, responder: Responder | None = None, *,
+                 models: tuple[str, ...] = ("fake", "fake-model"), models_status: int = 200) -> None:
         self.script: deque[Step] = deque(script or [])
         self.responder = responder
+        self.models = models
+        self.models_status = models_status
         self.requests: list[dict[str, Any]] = []
+        self.gets: list[str] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -107,9 +113,13 @@ class FakeOpenAI:
                     pass
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]})
-                               .encode())
+                fake.gets.append(self.path)
+                if self.path.rstrip("/").endswith("/models") and fake.models_status != 200:
+                    self._send(fake.models_status, json.dumps(
+                        {"error": {"message": f"fake /models error {fake.models_status}"}}).encode())
+                elif self.path.rstrip("/").endswith("/models"):
+                    self._send(200, json.dumps({"object": "list", "data": [{"id": m, "object": "model"}
+                                                                           for m in fake.models]}).encode())
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 

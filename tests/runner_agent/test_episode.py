@@ -125,11 +125,11 @@ def test_persistent_api_failure_fails_the_episode_and_a_resume_runs_it_again(tmp
     out = tmp_path / "run"
     with FakeOpenAI([{"content": "design"}] + [{"status": 500}] * 4) as srv:
         res = run(config(srv.base_url), out, suite_root=ROOT, evaluate_fn=marker_evaluate)
-    assert res.rows[0]["status"] == "failed" and "HTTP 500" in res.rows[0]["message"]
+    assert res.rows[0]["status"] == "api_failed" and "HTTP 500" in res.rows[0]["message"]
     with FakeOpenAI(responder=lambda body: {"status": 401, "body": {"error": {"message": "bad key"}}}) as srv:
         res = run(config(srv.base_url), out, suite_root=ROOT, evaluate_fn=marker_evaluate)
     assert len(srv.requests) == 1  # 401 is not retried
-    assert res.rows[0]["status"] == "failed" and "bad key" in res.rows[0]["message"]
+    assert res.rows[0]["status"] == "api_failed" and "bad key" in res.rows[0]["message"]
     script = [{"content": "design"},
               step(tool_call("write_file", path="kernel.py", content="def kernel(x):\n    return x\n"),
                    tool_call("submit")),
