@@ -28,19 +28,36 @@ def report(
     ci: float = typer.Option(0.95, "--ci", help="Confidence level."),
     seed_agg: str = typer.Option("mean", "--seed-agg", help="mean | best."),
     fast_p: str = typer.Option("0,1,1.5,2", "--fast-p", help="Thresholds p of fast_p."),
+    viewer: Path = typer.Option(None, "--viewer", help="A `d2kgrade view` site to link rows into (default: "
+                                                       "RUN_DIR/view of the first run, when it exists)."),
     suite: Path = SuiteOption,
 ) -> None:
-    """The paper-style report: headline table, per-arm and per-task tables, paired bars, speedup scatter,
-    discovery vs implementation, property heatmap, and the agreement section when --ratings are given."""
-    from d2kgrade.metrics import score_runs
+    """The paper-style report: statuses and failure reasons per arm, the headline table (also as LaTeX),
+    proposed and implemented per level, the Performance Score distribution, the speedup scatter, per-arm and
+    per-task tables linked into the viewer, ablations, and the agreement section when --ratings are given.
+    A run with nothing to score gets a report that says what it holds and what is missing."""
+    from d2kgrade.errors import UserError
+    from d2kgrade.metrics import score_tables
     from d2kgrade.metrics.tables import load_runs
-    from d2kgrade.report.build import write_report
+    from d2kgrade.report.build import missing_report, write_document, write_report
+    from d2kgrade.view.data import combined, episode_table, runs_from_tables
 
     cfg = score_config(rater=rater, proposal_rater=proposal_rater, resamples=resamples, seed=seed, ci=ci,
                        seed_agg=seed_agg, fast_p=parse_fast_p(fast_p))
     runs = load_runs(run_dirs or [], episodes=episodes, workloads=workloads, grades=grades)
-    result = score_runs(runs, cfg, load_runs(reference) if reference else [])
-    agreement, table = None, None
+    refs = load_runs(reference) if reference else []
+    view_runs = runs_from_tables(runs)
+    table = episode_table(view_runs, cfg)
+    try:
+        result = score_tables(combined(runs + refs), cfg,
+                              reference_runs=set(range(len(runs), len(runs) + len(refs))))
+    except UserError as exc:  # nothing to score: say so, and still write a report of what the runs hold
+        html_path, md_path = write_document(out, missing_report(view_runs, table, str(exc)))
+        err_console.print(f"nothing to score ({exc}); wrote {html_path} and {md_path}, which say what is missing",
+                          highlight=False, soft_wrap=True)
+        return
+    link = _viewer_prefix(viewer, run_dirs or [], out)
+    agreement, ratings_table = None, None
     if ratings:
         from d2kgrade.agreement.results import AgreementConfig
         from d2kgrade.agreement.study import run_agreement
@@ -49,11 +66,27 @@ def report(
         tables: list = []
         agreement = run_agreement(list(ratings), AgreementConfig(resamples=min(resamples, 1000), seed=seed, ci=ci),
                                   gold=gold, rubrics_from=load_settings(suite=suite).suite, table=tables)
-        table = tables[0]
-    html_path, md_path = write_report(out, result, agreement, table)
+        ratings_table = tables[0]
+    html_path, md_path = write_report(out, result, agreement, ratings_table, episodes=table, runs=view_runs,
+                                      viewer=link)
     err_console.print(f"wrote {html_path} and {md_path}")
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+
+
+def _viewer_prefix(viewer: Path | None, run_dirs: list[Path], out: Path) -> str | None:
+    """The viewer site's folder as a URL prefix relative to the report (so links work from file://)."""
+    import os
+
+    from d2kgrade.errors import UserError
+
+    site = viewer if viewer is not None else (run_dirs[0] / "view" if run_dirs else None)
+    if site is None or not (site / "index.html").is_file():
+        if viewer is not None:
+            raise UserError(f"--viewer {viewer}: no index.html there (make the site with `d2kgrade view`)")
+        return None
+    rel = os.path.relpath(site.resolve(), out.resolve().parent)
+    return Path(rel).as_posix().rstrip("/") + "/"
 
 
 def register(app: typer.Typer) -> None:

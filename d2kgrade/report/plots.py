@@ -36,19 +36,22 @@ def _ok(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def paired_bars(score: ScoreResult, metrics: list[tuple[str, str, float]]) -> bytes | None:
-    """One panel per metric: a bar per arm for every model, with the arm's bootstrap interval.
+def paired_bars(score: ScoreResult, metrics: list[tuple[str, str, float]]) -> tuple[bytes | None, list[str]]:
+    """One panel per metric that has a value: a bar per arm for every model, with the arm's bootstrap interval.
 
-    ``metrics``: (metric name, title, scale) where scale multiplies the value (100 for shares)."""
+    ``metrics``: (metric name, title, scale) where scale multiplies the value (100 for shares). Returns the PNG
+    (None when no metric has a value) and the titles of the metrics left out for want of data."""
     arms = [a for a in score.arms if a.arm != "propose"]
-    if not arms:
-        return None
+    have = [m for m in metrics if any(_ok(a.metrics[m[0]].value) for a in arms if m[0] in a.metrics)]
+    left_out = [title for name, title, _ in metrics if (name, title) not in {(n, t) for n, t, _ in have}]
+    if not arms or not have:
+        return None, left_out
     plt = _plt()
     models = list(dict.fromkeys(a.model for a in arms))
     arm_names = list(dict.fromkeys(a.arm for a in arms))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(have), figsize=(3.6 * len(have), 3.4), squeeze=False)
     width = 0.8 / len(arm_names)
-    for ax, (name, title, scale) in zip(axes[0], metrics):
+    for ax, (name, title, scale) in zip(axes[0], have):
         for j, arm in enumerate(arm_names):
             xs, ys, lo, hi = [], [], [], []
             for i, model in enumerate(models):
@@ -68,6 +71,80 @@ def paired_bars(score: ScoreResult, metrics: list[tuple[str, str, float]]) -> by
     fig.legend(handles, labels, loc="lower center", ncol=len(arm_names), fontsize=8, bbox_to_anchor=(0.5, 1.0),
                frameon=False)
     fig.tight_layout()
+    return _png(fig), left_out
+
+
+def level_comparison(score: ScoreResult, model: str) -> bytes | None:
+    """The paper's central comparison: per level, the share of properties proposed and implemented, one bar
+    per arm, with the bootstrap interval over tasks and n under each bar. None when no arm has a value."""
+    arms = [a for a in score.arms if a.model == model]
+    series = []
+    for what in ("proposed", "implemented"):
+        for a in arms:
+            ests = [a.metrics.get(f"{what}_{lv}") for lv in ("L1", "L2", "L3")]
+            if any(e is not None and _ok(e.value) for e in ests):
+                series.append((what, a.arm, ests))
+    if not series:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6), sharey=True)
+    for ax, what in zip(axes, ("proposed", "implemented")):
+        mine = [s for s in series if s[0] == what]
+        ax.set_title(f"{what} (% of the level's properties)", fontsize=10)
+        ax.set_xticks(range(3), ["L1 algorithmic", "L2 dataflow", "L3 low-level"], fontsize=8)
+        ax.set_ylim(0, 109)
+        ax.grid(axis="y", alpha=0.3)
+        if not mine:
+            ax.text(1, 50, f"no {what} grades", ha="center", va="center", fontsize=9, color="#666")
+            continue
+        width = 0.8 / len(mine)
+        for j, (_, arm, ests) in enumerate(mine):
+            xs = [i + (j - (len(mine) - 1) / 2) * width for i in range(3)]
+            ys = [100 * e.value if e is not None and _ok(e.value) else 0.0 for e in ests]
+            lo = [100 * (e.value - e.ci_low) if e is not None and _ok(e.value) and _ok(e.ci_low) else 0.0
+                  for e in ests]
+            hi = [100 * (e.ci_high - e.value) if e is not None and _ok(e.value) and _ok(e.ci_high) else 0.0
+                  for e in ests]
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=arm, color=ARM_COLORS.get(arm, "#31a354"))
+            for x, e in zip(xs, ests):
+                ax.text(x, 1.5, f"n={e.n if e is not None else 0}", ha="center", va="bottom", fontsize=6,
+                        color="white" if e is not None and _ok(e.value) and e.value > 0.08 else "#444",
+                        rotation=90)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[0].set_ylabel("% of properties (mean over tasks)")
+    fig.tight_layout()
+    return _png(fig)
+
+
+PERF_LEVELS = ((0, "0: not correct", "#d9d9d9"), (1, "1: correct, not faster than eager", "#9ecae1"),
+               (2, "2: faster than eager", "#4292c6"), (3, "3: near the expert", "#08306b"))
+
+
+def perf_distribution(counts: dict[str, dict[str, int]]) -> bytes | None:
+    """Share of each arm's episodes at each Performance Score (``counts[arm][level or 'untimed']``), stacked,
+    with n per arm. None when no arm has an episode."""
+    arms = [a for a, c in counts.items() if sum(c.values())]
+    if not arms:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.2, 0.55 * len(arms) + 1.6))
+    for i, arm in enumerate(arms):
+        c, n, left = counts[arm], sum(counts[arm].values()), 0.0
+        for level, label, color in (*PERF_LEVELS, ("untimed", "correct, not timed (CPU)", "#fdd0a2")):
+            share = 100 * c.get(str(level), 0) / n
+            ax.barh(i, share, left=left, color=color, label=label if i == 0 else None, edgecolor="white")
+            if share >= 6:
+                ax.text(left + share / 2, i, f"{share:.0f}%", ha="center", va="center", fontsize=7,
+                        color="white" if level in (2, 3) else "#222")
+            left += share
+        ax.text(101, i, f"n={n}", va="center", fontsize=8)
+    ax.set_yticks(range(len(arms)), arms)
+    ax.set_xlim(0, 112)
+    ax.set_xlabel("% of the arm's episodes")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(arms) < 3 else -0.2),
+              frameon=False)
+    fig.tight_layout()
     return _png(fig)
 
 
@@ -75,10 +152,12 @@ def speedup_scatter(score: ScoreResult) -> bytes | None:
     """Guided vs unguided geomean speedup over eager, one point per (model, task) correct in both arms."""
     by = {(t.model, t.arm, t.task): t.values.get("speedup_eager") for t in score.tasks}
     pts: dict[str, list[tuple[float, float]]] = {}
+    names: dict[str, list[str]] = {}
     for (model, arm, task), u in by.items():
         g = by.get((model, "guided", task))
         if arm == "unguided" and _ok(u) and _ok(g):
             pts.setdefault(model, []).append((u, g))  # type: ignore[arg-type]
+            names.setdefault(model, []).append(task)
     if not pts:
         return None
     plt = _plt()
@@ -88,14 +167,20 @@ def speedup_scatter(score: ScoreResult) -> bytes | None:
     ax.plot([lo, hi], [lo, hi], color="#999", lw=1, ls="--", label="no change")
     for model, p in sorted(pts.items()):
         ax.scatter([x for x, _ in p], [y for _, y in p], s=22, alpha=0.8, label=model)
-    from matplotlib.ticker import FuncFormatter, LogLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ticks = [t for t in (1 / 16, 1 / 8, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128) if lo <= t <= hi]
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_locator(LogLocator(base=2))
+        axis.set_major_locator(FixedLocator(ticks))
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        axis.set_minor_locator(NullLocator())
+    n_pts = sum(len(p) for p in pts.values())
+    if n_pts <= 30:  # a paper figure names its points while they are few enough to read
+        for model, p in pts.items():
+            for (x, y), task in zip(p, names[model]):
+                ax.annotate(task, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points", color="#444")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("unguided: geomean speedup vs eager")
@@ -129,35 +214,6 @@ def property_heatmap(score: ScoreResult) -> bytes | None:
     ax.set_xticks(range(len(cols)), [f"{a}\n{w}" for a, w in cols], fontsize=8)
     ax.set_yticks(range(len(props)), props, fontsize=7)
     fig.colorbar(im, ax=ax, label="share of episodes", shrink=0.6)
-    return _png(fig)
-
-
-def discovery_vs_implementation(score: ScoreResult) -> bytes | None:
-    """Per level: share of properties proposed and implemented, per arm (pooled model row when there is one)."""
-    pooled = "all" if any(a.model == "all" for a in score.arms) else None
-    arms = [a for a in score.arms if a.model == (pooled or a.model)]
-    if pooled is None:
-        arms = [a for a in arms if a.model == arms[0].model] if arms else []
-    series = []
-    for a in arms:
-        for what in ("proposed", "implemented"):
-            vals = [a.metrics[f"{what}_{lv}"].value for lv in ("L1", "L2", "L3")]
-            if any(_ok(v) for v in vals):
-                series.append((f"{a.arm}: {what}", what, a.arm, vals))
-    if not series:
-        return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    width = 0.8 / len(series)
-    for j, (label, what, arm, vals) in enumerate(series):
-        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(3)]
-        ax.bar(xs, [100 * v if _ok(v) else 0 for v in vals], width, label=label,
-               color=ARM_COLORS.get(arm, "#31a354"), hatch="" if what == "proposed" else "//", edgecolor="white")
-    ax.set_xticks(range(3), ["L1 algorithmic", "L2 dataflow", "L3 low-level"])
-    ax.set_ylabel("% of the level's properties")
-    ax.set_ylim(0, 100)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
     return _png(fig)
 
 

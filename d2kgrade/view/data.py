@@ -117,20 +117,37 @@ class Run:
 
 def load_runs(run_dirs: list[Path]) -> list[Run]:
     """Load run directories; labels are made unique (``name``, ``name-2``...)."""
+    return runs_from_tables([load_run_dir(d) for d in run_dirs])
+
+
+def runs_from_tables(tables: list[RunTables]) -> list[Run]:
+    """Wrap loaded tables (:func:`d2kgrade.metrics.tables.load_runs`) with their stores, labels and ablations."""
     from d2kgrade import runstore
 
     out: list[Run] = []
     seen: set[str] = set()
-    for d in run_dirs:
-        tables = load_run_dir(d)
-        label = run_label(d) or d.name
+    for t in tables:
+        d = t.root if t.root is not None else Path(t.source).parent
+        is_run_dir = Path(t.source) == d
+        has_store = is_run_dir and (d / runstore.DB_NAME).is_file()
+        label = (run_label(d) if is_run_dir else None) or d.name
         base, n = label, 2
         while label in seen:
             label, n = f"{base}-{n}", n + 1
         seen.add(label)
-        store = runstore.load_run(d) if (d / runstore.DB_NAME).is_file() else None
-        out.append(Run(label=label, tables=tables, store=store, ablations=load_ablations(d)))
+        store = runstore.load_run(d) if has_store else None
+        out.append(Run(label=label, tables=t, store=store, ablations=load_ablations(d)))
     return out
+
+
+def combined(tables: list[RunTables]):
+    """:func:`d2kgrade.metrics.tables.combine`, with the episode-key column of an empty episodes or workloads
+    table made text (it comes out float, and pandas then refuses to merge it with text keys)."""
+    c = combine(tables)
+    for frame in (c.episodes, c.workloads):
+        if frame.empty:
+            frame["key"] = frame["key"].astype(object)
+    return c
 
 
 def final_results(run: Run) -> dict[str, EvalResult]:
@@ -167,12 +184,12 @@ def episode_table(runs: list[Run], cfg: ScoreConfig) -> pd.DataFrame:
     the report counts. Speeds are NaN for wrong kernels, as in scoring."""
     if not runs:
         return pd.DataFrame(columns=list(EPISODE_COLUMNS))
-    combined = combine([r.tables for r in runs])
-    E, W = combined.episodes, combined.workloads
+    both = combined([r.tables for r in runs])
+    E, W = both.episodes, both.workloads
     if E.empty:
         return pd.DataFrame(columns=list(EPISODE_COLUMNS))
     perf = episode_performance(E, W, reference_speeds(E, W), cfg).set_index("key")
-    g = combined.grades
+    g = both.grades
     code = g[(g["kind"] == "code") & (g["rater"] == cfg.rater)].drop_duplicates("key", keep="last")
     impl = code.set_index("key")["score"].astype(float)
     finals = {i: final_results(r) for i, r in enumerate(runs)}
