@@ -14,7 +14,6 @@ import contextlib
 import logging
 import queue
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from d2kgrade.errors import UserError
+from d2kgrade.io import private_tempdir
 from d2kgrade.records import EvalResult
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,21 @@ class ProfileRequest:
     workload: str | None = None
 
 
+@dataclass(frozen=True)
+class SanitizeRequest:
+    """One NVIDIA compute-sanitizer run of one kernel source on a small workload."""
+
+    task_id: str
+    source: str
+    filename: str = "kernel.py"
+    tool: str = "memcheck"
+    """``memcheck`` (out-of-bounds and misaligned accesses) or ``racecheck`` (shared-memory races)."""
+    timeout_s: float | None = None
+
+
+SANITIZE_KEYS = ("available", "reason", "tool", "errors", "report")
+
+
 class Evaluator(Protocol):
     """What an episode calls; local lanes and Ray tasks both implement it."""
 
@@ -71,6 +86,8 @@ class Evaluator(Protocol):
     def evaluate(self, req: EvalRequest) -> EvalResult: ...
 
     def profile(self, req: ProfileRequest) -> str: ...
+
+    def sanitize(self, req: SanitizeRequest) -> dict[str, Any]: ...
 
 
 def default_evaluate_fn() -> EvaluateFn:
@@ -123,7 +140,7 @@ def lane_devices(device: str, gpus: list[int] | None, cpu_lanes: int) -> list[st
 def submission_file(source: str, filename: str) -> Iterator[Path]:
     """The source written to a fresh private folder, removed afterwards."""
     name = Path(filename).name if filename.endswith(".py") else "kernel.py"
-    tmp = Path(tempfile.mkdtemp(prefix="d2k-sub-"))
+    tmp = private_tempdir("sub")
     try:
         path = tmp / name
         path.write_text(source, encoding="utf-8")
@@ -147,6 +164,31 @@ def call_evaluate(fn: EvaluateFn, req: EvalRequest, *, suite_root: Path, device:
     if not isinstance(result, EvalResult):
         raise EvaluatorFault(f"the evaluator returned {type(result).__name__}, not an EvalResult")
     return result
+
+
+def call_sanitize(req: SanitizeRequest, *, suite_root: Path, device: str) -> dict[str, Any]:
+    """``runner.sanitize.sanitize`` on ``req`` (the submission written to a private folder); its dict, checked.
+
+    Raises:
+        EvaluatorFault: the sanitizer raised, or answered something other than its documented dict.
+    """
+    try:
+        from runner.sanitize import sanitize
+    except ImportError as exc:
+        return {"available": False, "reason": f"the sanitizer is not part of this installation ({exc})",
+                "tool": req.tool, "errors": 0, "report": ""}
+    with submission_file(req.source, req.filename) as path:
+        try:
+            out = sanitize(req.task_id, path, tool=req.tool, suite_root=suite_root, device=device,
+                           timeout_s=req.timeout_s)
+        except UserError as exc:
+            raise EvaluationRefused(str(exc)) from exc
+        except Exception as exc:
+            log.exception("sanitizer fault on %s", req.task_id)
+            raise EvaluatorFault(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(out, dict) or any(k not in out for k in SANITIZE_KEYS):
+        raise EvaluatorFault(f"the sanitizer returned {out!r:.200}, not a dict with keys {SANITIZE_KEYS}")
+    return out
 
 
 class LaneEvaluator:
@@ -179,3 +221,7 @@ class LaneEvaluator:
             self._profile_fn = profile_source
         with self.lanes.acquire() as device:
             return self._profile_fn(req, self.suite_root, device)
+
+    def sanitize(self, req: SanitizeRequest) -> dict[str, Any]:
+        with self.lanes.acquire() as device:  # a lane, like an evaluation: it runs kernels on that GPU
+            return call_sanitize(req, suite_root=self.suite_root, device=device)

@@ -21,9 +21,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from d2kgrade.io import private_tempdir
 from runner.agent.evaluation import ProfileRequest
 
 PROFILE_TIMEOUT_S = 300.0
@@ -108,7 +108,7 @@ def profile_source(req: ProfileRequest, suite_root: Path, device: str, *, timeou
     if reason:
         return reason
     repo = Path(__file__).resolve().parents[2]
-    tmp = Path(tempfile.mkdtemp(prefix="d2k-prof-"))
+    tmp = private_tempdir("prof")
     try:
         sub = tmp / (Path(req.filename).name if req.filename.endswith(".py") else "kernel.py")
         sub.write_text(req.source, encoding="utf-8")

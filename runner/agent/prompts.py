@@ -46,7 +46,8 @@ def hardware_section(hardware: dict[str, Any]) -> str:
     if hardware.get("device") != "cuda":
         return ("## Hardware\n\nThis run has no GPU: kernels are evaluated on CPU under the Triton interpreter "
                 "(`TRITON_INTERPRET=1`) on the small `smoke` workload, for correctness only; `benchmark` reports that "
-                "timing is unavailable and `profile` is unavailable. Write the kernel you would run on a GPU.\n")
+                "timing is unavailable, and `profile` and `sanitize` are unavailable. Write the kernel you would run "
+                "on a GPU.\n")
     lines = ["## Hardware", "", f"GPU: {hardware.get('gpu') or 'unknown NVIDIA GPU'}."]
     ceilings = hardware.get("ceilings")
     if ceilings:
@@ -71,7 +72,7 @@ apply; and what you expect to limit performance. This episode asks only for the 
 no code."""
 
 START_CODING = """Now implement your design. Write `kernel.py` with `write_file`, check it with `test`, measure it \
-with `benchmark` (and `profile` where available), improve it, and `submit` it. You may submit again after further \
+with `benchmark` (and `profile` and `sanitize` where available), improve it, and `submit` it. You may submit again after further \
 improvements; the last submission counts. When you are done, reply without a tool call."""
 
 NUDGE = ("Your reply called no tool. Use the tools to write, test and submit `kernel.py`; reply without a tool "
@@ -95,7 +96,9 @@ or a library that computes it is rejected.
 
 You work in a private workspace through tools: `write_file`, `read_file`, `list_files`, `test` (correctness on \
 chosen workloads, with where the first mismatch is and the error sizes), `benchmark` (time against PyTorch eager \
-and torch.compile, fraction of the roofline), `profile` (Nsight Compute summary, where available) and `submit`. \
+and torch.compile, fraction of the roofline), `profile` (Nsight Compute summary, where available), `sanitize` \
+(NVIDIA compute-sanitizer: memcheck for out-of-bounds accesses, racecheck for shared-memory races, where available) \
+and `submit`. \
 Your submission is checked on every listed workload and on a hidden one of a size you are not told, with several \
 input draws; outputs must be within the task's tolerances everywhere.
 

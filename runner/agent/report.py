@@ -1,4 +1,4 @@
-"""What the agent reads back from ``test`` and ``benchmark``: an EvalResult as compact text.
+"""What the agent reads back from ``test``, ``benchmark`` and ``sanitize``: results as compact text.
 
 The first line is always a one-line summary (the context policy keeps only that line of old results). Failure
 detail: per output, elements out of tolerance, max abs/rel error, the first mismatching index with the value got
@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from d2kgrade.records import EvalResult, WorkloadResult
 
 CPU_TIMING_NOTE = ("timing unavailable: kernels are evaluated on CPU under the Triton interpreter here "
                    "(correctness only); speed is measured only on a GPU")
+
+
+# the private folders submissions are written to (d2kgrade.io.private_tempdir): their names say nothing useful
+_TMP_RE = re.compile("(?:/tmp|" + re.escape(tempfile.gettempdir()) + r")/d2k-[a-z]+-[A-Za-z0-9_-]+/")
 
 
 def trim(text: str, limit: int, *, what: str = "output") -> str:
@@ -30,7 +36,7 @@ def scrub(text: str, paths: list[Path]) -> str:
     """Replace every occurrence of the given harness paths with ``<harness>``."""
     for p in sorted({str(p) for p in paths if str(p) not in ("", "/", ".")}, key=len, reverse=True):
         text = text.replace(p, "<harness>")
-    return re.sub(r"/tmp/d2k-sub-[A-Za-z0-9_]+/", "", text)
+    return _TMP_RE.sub("", text)
 
 
 def _params(w: WorkloadResult) -> str:
@@ -101,3 +107,14 @@ def format_benchmark(result: EvalResult, *, header: str, limit: int) -> str:
     if result.log.strip() and not result.correct:
         lines += ["kernel output / compile log:", trim(result.log.strip(), limit // 3, what="log")]
     return "\n".join(lines)
+
+
+def format_sanitize(out: dict[str, Any], *, rel: str, version: int) -> str:
+    """A ``runner.sanitize.sanitize`` answer: the first line says available or not and how many errors."""
+    if not out.get("available"):
+        return f"sanitize unavailable: {out.get('reason') or 'no reason given'}"
+    n = int(out.get("errors") or 0)
+    head = (f"sanitize {out.get('tool')} {rel} (kernel version {version}): "
+            + (f"{n} error(s) found" if n else "no errors found"))
+    report = str(out.get("report") or "").strip()
+    return head + (f"\n{report}" if report else "")

@@ -8,6 +8,7 @@
 | ``test(path="kernel.py", workloads="all")`` | correctness through the evaluator, with failure detail |
 | ``benchmark(path="kernel.py", workloads="all")`` | times vs eager and torch.compile, fraction of roofline |
 | ``profile(path="kernel.py", workload=None)`` | ncu summary (GPU with ncu only) |
+| ``sanitize(path="kernel.py", tool="memcheck")`` | compute-sanitizer memcheck/racecheck on a small workload (GPU) |
 | ``submit(path="kernel.py")`` | this file's current content becomes the answer; the last submission counts |
 
 Every outcome is a message for the agent, never an exception out of :meth:`ToolBox.run`: a bad argument, an
@@ -22,15 +23,16 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from d2kgrade.records import EvalResult
 from d2kgrade.schema import Task
-from runner.agent.evaluation import EvalRequest, EvaluationRefused, Evaluator, EvaluatorFault, ProfileRequest
+from runner.agent.evaluation import (EvalRequest, EvaluationRefused, Evaluator, EvaluatorFault, ProfileRequest,
+                                     SanitizeRequest)
 from runner.agent.recorder import EpisodeRecorder
-from runner.agent.report import format_benchmark, format_test, scrub, trim
+from runner.agent.report import format_benchmark, format_sanitize, format_test, scrub, trim
 from runner.agent.workspace import Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,16 @@ class ProfileArgs(Args):
     """Workload name (default: the first catalog workload)."""
 
 
+class SanitizeArgs(Args):
+    """Run the kernel under NVIDIA compute-sanitizer on a small workload: memcheck finds out-of-bounds and misaligned
+    memory accesses, racecheck finds shared-memory data races. Reports each error with the kernel and the access."""
+
+    path: str = "kernel.py"
+    """The kernel file to check."""
+    tool: Literal["memcheck", "racecheck"] = "memcheck"
+    """'memcheck' (out-of-bounds accesses) or 'racecheck' (shared-memory races)."""
+
+
 class SubmitArgs(Args):
     """Submit the file's current content as your answer. You may keep improving and submit again; the last
     submission counts and is evaluated on every workload plus a hidden one when the episode ends."""
@@ -108,7 +120,7 @@ class SubmitArgs(Args):
 
 TOOLS: dict[str, type[Args]] = {
     "write_file": WriteFileArgs, "read_file": ReadFileArgs, "list_files": ListFilesArgs, "test": TestArgs,
-    "benchmark": BenchmarkArgs, "profile": ProfileArgs, "submit": SubmitArgs,
+    "benchmark": BenchmarkArgs, "profile": ProfileArgs, "sanitize": SanitizeArgs, "submit": SubmitArgs,
 }
 
 
@@ -331,6 +343,12 @@ class ToolBox:
         text = self.evaluator.profile(ProfileRequest(self.task.id, source, rel, a.workload))
         return ToolOutcome(scrub(text, self.scrub_paths), ok=not text.startswith("profile unavailable"),
                            kernel_version=version)
+
+    def _tool_sanitize(self, a: SanitizeArgs, turn: int) -> ToolOutcome:
+        rel, source, version = self._source(a.path, turn)
+        out = self.evaluator.sanitize(SanitizeRequest(self.task.id, source, rel, a.tool, self.eval_timeout_s))
+        return ToolOutcome(scrub(format_sanitize(out, rel=rel, version=version), self.scrub_paths),
+                           ok=bool(out["available"]), kernel_version=version)
 
     def _tool_submit(self, a: SubmitArgs, turn: int) -> ToolOutcome:
         rel, source, version = self._source(a.path, turn)

@@ -4,7 +4,7 @@
   it wraps the same :class:`~runner.agent.recorder.LocalSink` the local executor uses, so rows, transcripts and
   kernel files land in the same RUN_DIR, one transaction per ended episode. Calls from one episode reach the actor
   in order; an episode's final write waits for the actor, so an episode counts as ended only once it is stored.
-- **Evaluation lanes.** Each evaluation (and each profile) is a Ray task with ``num_gpus=1`` on GPU clusters:
+- **Evaluation lanes.** Each evaluation (and each profile or sanitizer run) is a Ray task with ``num_gpus=1`` on GPU clusters:
   Ray gives it a GPU of its own for its whole duration, so timings never overlap other work of the run on that
   GPU. On CPU each evaluation takes ``num_cpus=1``.
 - **Episodes** are tasks with ``num_cpus=0`` (they wait on the model); the driver keeps ``concurrency`` of them
@@ -17,15 +17,17 @@
 from __future__ import annotations
 
 import logging
-import tempfile
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from d2kgrade.errors import MissingDependencyError
+from d2kgrade.io import private_tempdir
 from d2kgrade.records import EvalResult
 from d2kgrade.runstore import RunStore
-from runner.agent.evaluation import EvalRequest, ProfileRequest, call_evaluate, default_evaluate_fn
+from runner.agent.evaluation import (EvalRequest, ProfileRequest, SanitizeRequest, call_evaluate, call_sanitize,
+                                     default_evaluate_fn)
 from runner.agent.recorder import LocalSink
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,10 @@ def _profile_task(req: ProfileRequest, suite_root: str, device: str) -> str:
     return profile_source(req, Path(suite_root), "cuda:0" if device == "cuda" else "cpu")
 
 
+def _sanitize_task(req: SanitizeRequest, suite_root: str, device: str) -> dict[str, Any]:
+    return call_sanitize(req, suite_root=Path(suite_root), device="cuda:0" if device == "cuda" else "cpu")
+
+
 class RayEvaluator:
     """Evaluations as Ray tasks holding one GPU (or one CPU) each."""
 
@@ -100,6 +106,7 @@ class RayEvaluator:
         gpus, cpus = (1, 0) if device == "cuda" else (0, 1)
         self._eval = ray.remote(max_retries=0, num_gpus=gpus, num_cpus=cpus)(_eval_task)
         self._prof = ray.remote(max_retries=0, num_gpus=gpus, num_cpus=cpus)(_profile_task)
+        self._san = ray.remote(max_retries=0, num_gpus=gpus, num_cpus=cpus)(_sanitize_task)
 
     def evaluate(self, req: EvalRequest) -> EvalResult:
         import ray
@@ -111,23 +118,31 @@ class RayEvaluator:
 
         return ray.get(self._prof.remote(req, self.suite_root, self.device))
 
+    def sanitize(self, req: SanitizeRequest) -> dict[str, Any]:
+        import ray
+
+        return ray.get(self._san.remote(req, self.suite_root, self.device))
+
 
 def _episode_task(spec: Any, shared: dict[str, Any], sink_handle: Any, api_key: str | None) -> dict[str, Any]:
     from d2kgrade.suite import Suite
     from runner.agent.episode import EpisodeEnv, run_episode
 
     cfg = shared["config"]
-    with tempfile.TemporaryDirectory(prefix=f"d2k-{spec.episode_id}-") as tmp:
+    tmp = private_tempdir("ep")  # the workspace, on the worker's node
+    try:
         env = EpisodeEnv(config=cfg, suite_root=Path(shared["suite_root"]),
                          task=Suite(Path(shared["suite_root"])).load_task(spec.task), hardware=shared["hardware"],
                          evaluator=RayEvaluator(Path(shared["suite_root"]), cfg.device or "cpu",
                                                 shared["evaluate_fn"]),
-                         sink=RaySink(sink_handle), workspace_dir=Path(tmp) / "workspace",
+                         sink=RaySink(sink_handle), workspace_dir=tmp / "workspace",
                          env_info=shared["env_info"], suite_version=shared["suite_version"],
                          task_version=shared["task_versions"].get(spec.task, ""), session_id=shared["session_id"],
                          attempt=shared["attempts"].get(spec.episode_id, 1), api_key=api_key,
                          chat_client_factory=shared["chat_client_factory"])
         return run_episode(spec, env)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _probe_gpu() -> str:

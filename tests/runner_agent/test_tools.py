@@ -9,7 +9,7 @@ import pytest
 from d2kgrade.records import Environment, EvalResult, WorkloadResult
 from d2kgrade.runstore import RunStore, load_run
 from d2kgrade.suite import Suite
-from runner.agent.evaluation import EvalRequest, ProfileRequest
+from runner.agent.evaluation import EvalRequest, ProfileRequest, SanitizeRequest, call_sanitize
 from runner.agent.profile import parse_ncu_csv, summarize, unavailable_reason
 from runner.agent.recorder import EpisodeRecorder, LocalSink
 from runner.agent.tools import TOOLS, ToolBox, tool_specs
@@ -34,6 +34,10 @@ class _Evaluator:
     def profile(self, req: ProfileRequest) -> str:
         return unavailable_reason("cpu") or ""
 
+    def sanitize(self, req: SanitizeRequest) -> dict:
+        self.requests.append(req)  # type: ignore[arg-type]
+        return call_sanitize(req, suite_root=ROOT, device="cpu")
+
 
 @pytest.fixture
 def box(tmp_path: Path) -> ToolBox:
@@ -46,7 +50,8 @@ def box(tmp_path: Path) -> ToolBox:
 def test_specs_are_function_calling_schemas():
     specs = {s["function"]["name"]: s["function"] for s in tool_specs()}
     assert set(specs) == set(TOOLS) == {"write_file", "read_file", "list_files", "test", "benchmark", "profile",
-                                        "submit"}
+                                        "sanitize", "submit"}
+    assert specs["sanitize"]["parameters"]["properties"]["tool"]["enum"] == ["memcheck", "racecheck"]
     wf = specs["write_file"]["parameters"]
     assert wf["required"] == ["path", "content"] and wf["additionalProperties"] is False
     assert "title" not in wf and wf["properties"]["path"]["description"]
@@ -103,3 +108,44 @@ def test_ncu_csv_summary():
     assert text.splitlines()[0] == "profile: 1 kernel launch(es) in one call"
     assert "DRAM throughput %: 91.2 %" in text and "registers/thread: 40" in text and "local loads (spills): 0" in text
     assert "no kernel launch" in summarize([])
+
+
+def test_sanitize_calls_the_sanitizer_on_a_private_copy(box: ToolBox, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path):
+    import sys
+    import types
+
+    seen: dict = {}
+
+    def fake_sanitize(task_id, submission_path, *, tool="memcheck", suite_root=None, device=None, timeout_s=None):
+        seen.update(task=task_id, path=Path(submission_path), text=Path(submission_path).read_text(), tool=tool,
+                    device=device, root=suite_root)
+        return {"available": True, "reason": "", "tool": tool, "errors": 2,
+                "report": f"========= Invalid __global__ read of size 4 in {submission_path}\n2 errors"}
+
+    monkeypatch.setitem(sys.modules, "runner.sanitize", types.SimpleNamespace(sanitize=fake_sanitize))
+    box.run("write_file", {"path": "kernel.py", "content": "def kernel(x): return x\n"}, turn=1)
+    out = box.run("sanitize", {"tool": "racecheck"}, turn=2)
+    assert out.ok and out.kernel_version == 1
+    assert out.text.splitlines()[0] == "sanitize racecheck kernel.py (kernel version 1): 2 error(s) found"
+    assert "Invalid __global__ read" in out.text
+    assert seen["task"] == "softmax" and seen["tool"] == "racecheck" and seen["text"] == "def kernel(x): return x\n"
+    assert seen["path"].parent != tmp_path / "ws" and not seen["path"].exists()  # a private copy, removed after
+    assert str(seen["path"].parent) not in out.text  # the private folder's name is scrubbed
+    bad = box.run("sanitize", {"tool": "initcheck"}, turn=3)
+    assert not bad.ok and "memcheck" in bad.text and "racecheck" in bad.text
+
+
+def test_sanitize_unavailable_says_why(box: ToolBox, monkeypatch: pytest.MonkeyPatch):
+    import sys
+    import types
+
+    answer = {"available": False, "reason": "needs a CUDA GPU with compute-sanitizer", "tool": "memcheck",
+              "errors": 0, "report": ""}
+    monkeypatch.setitem(sys.modules, "runner.sanitize", types.SimpleNamespace(sanitize=lambda *a, **k: answer))
+    box.run("write_file", {"path": "kernel.py", "content": "def kernel(x): return x\n"}, turn=1)
+    out = box.run("sanitize", {}, turn=2)
+    assert not out.ok and out.text == "sanitize unavailable: needs a CUDA GPU with compute-sanitizer"
+    monkeypatch.setitem(sys.modules, "runner.sanitize", types.SimpleNamespace(sanitize=lambda *a, **k: {"x": 1}))
+    broken = box.run("sanitize", {}, turn=3)
+    assert not broken.ok and "failed on its side" in broken.text
