@@ -40,6 +40,11 @@ def score_config(**kw: object):
         raise UserError(f"{opt}: {msg}{got}") from None
 
 
+def _print_nonempty(table) -> None:
+    if table.row_count:
+        print_table(table)
+
+
 def render(result) -> None:
     """Rich tables: arms, comparisons, design rates per level."""
     from rich.table import Table
@@ -54,7 +59,7 @@ def render(result) -> None:
     for a in result.arms:
         t.add_row(a.model, a.arm, str(a.n_tasks),
                   *(fmt.value(a.metrics[m].value, metrics[m].fmt) for m in HEADLINE))
-    print_table(t)
+    _print_nonempty(t)
     pct = int(round(100 * result.config.ci))
     t = Table(title=f"Guided minus unguided, paired on tasks ({pct}% bootstrap CI over tasks, "
                     f"{result.config.resamples} resamples)")
@@ -66,7 +71,7 @@ def render(result) -> None:
             t.add_row(c.model, c.treatment, str(c.n_pairs), m.short or m.name, fmt.value(d.baseline, m.fmt),
                       fmt.value(d.treatment, m.fmt), fmt.delta(d.delta, m.fmt),
                       fmt.interval(d.ci_low, d.ci_high, m.fmt, signed=True))
-    print_table(t)
+    _print_nonempty(t)
     t = Table(title="Design properties per level (share of the level's properties, averaged over tasks)")
     for col in ("model", "arm", "level", "proposed", "implemented", "impl, not prop", "prop, not impl"):
         t.add_column(col, justify="left" if col in ("model", "arm", "level") else "right")
@@ -76,7 +81,7 @@ def render(result) -> None:
                                                             "proposed_not_implemented")]
             if any(v is not None for v in vals):
                 t.add_row(a.model, a.arm, lv, *(fmt.value(v, "pct") for v in vals))
-    print_table(t)
+    _print_nonempty(t)
 
 
 def score(
@@ -104,9 +109,11 @@ def score(
     as_json: bool = JsonOption,
 ) -> None:
     """Correctness, Performance Score, speedups, fast_p, roofline and implementation scores per model and arm,
-    with guided minus unguided deltas and paired bootstrap CIs (definitions: docs/metrics.md)."""
+    with guided minus unguided deltas and paired bootstrap CIs (definitions: docs/metrics.md). Episodes that failed
+    on the API (or inside d2kgrade) are left out and counted. Exit 1 when nothing can be scored."""
     from d2kgrade.io import write_json
     from d2kgrade.metrics import score_runs
+    from d2kgrade.metrics.results import NothingToScore
     from d2kgrade.metrics.tables import load_runs
 
     cfg = score_config(rater=rater, proposal_rater=proposal_rater, resamples=resamples, seed=seed, ci=ci,
@@ -114,7 +121,15 @@ def score(
                        fast_p=parse_fast_p(fast_p))
     runs = load_runs(run_dirs or [], episodes=episodes, workloads=workloads, grades=grades)
     refs = load_runs(reference) if reference else []
-    result = score_runs(runs, cfg, refs)
+    try:
+        result = score_runs(runs, cfg, refs)
+    except NothingToScore as exc:  # an empty run, or every episode failed on the API: say why, exit 1
+        if as_json:
+            print_json(exc.result.model_dump(mode="json"))
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        for w in exc.result.warnings:
+            err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     data = result.model_dump(mode="json")
     if out is not None:
         write_json(out, data)

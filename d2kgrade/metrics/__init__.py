@@ -6,9 +6,9 @@ implemented rates) and ``docs/metrics.md``.
 """
 
 from d2kgrade.metrics.perf import ScoreConfig
-from d2kgrade.metrics.results import ScoreResult, metric_registry
+from d2kgrade.metrics.results import NothingToScore, ScoreResult, StatusCount, metric_registry
 from d2kgrade.metrics.score import score_runs, score_tables
 from d2kgrade.metrics.tables import RunTables, combine, load_files, load_run_dir
 
-__all__ = ["RunTables", "ScoreConfig", "ScoreResult", "combine", "load_files", "load_run_dir", "metric_registry",
+__all__ = ["NothingToScore", "RunTables", "ScoreConfig", "ScoreResult", "StatusCount", "combine", "load_files", "load_run_dir", "metric_registry",
            "score_runs", "score_tables"]

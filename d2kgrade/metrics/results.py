@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from d2kgrade.errors import UserError
 from d2kgrade.metrics.perf import ScoreConfig, fast_name
 from d2kgrade.schema import LEVELS
 
@@ -155,6 +156,22 @@ class PropertyRow(Record):
     """Episodes graded."""
 
 
+class StatusCount(Record):
+    """How many episodes of one model and arm ended with one status (scored or not)."""
+
+    model: str
+    """Model."""
+    arm: str
+    """Arm (as in :class:`ArmSummary`)."""
+    status: str
+    """Episode status (``finished``, ``no_submission``, ``budget_exhausted``, ``api_failed``, ``failed``; empty for
+    plain tables without one)."""
+    n: int
+    """Episodes."""
+    scored: bool
+    """False for statuses left out of every metric (``api_failed``, ``failed``: not outcomes of the agent)."""
+
+
 class ScoreResult(Record):
     """The output of ``d2kgrade score``."""
 
@@ -177,4 +194,20 @@ class ScoreResult(Record):
     reference_speedup: dict[str, float]
     """Geomean speedup over eager of the expert reference, per task (where a reference run was given)."""
     warnings: list[str]
-    """Things a reader of these numbers must know (untimed episodes, missing references or grades...)."""
+    """Things a reader of these numbers must know (untimed episodes, missing references or grades, episodes left
+    out, or why there is nothing to score)."""
+    episode_statuses: list[StatusCount] = []
+    """Every agent episode's status, counted per model and arm, the unscored ones included. ``arms`` is empty when
+    no episode could be scored (an empty run, or every episode failed on the API); these counts say why."""
+
+
+class NothingToScore(UserError):
+    """No agent episode has an outcome to score (an empty run, only references, every episode failed on the API).
+
+    The message is one sentence saying why; :attr:`result` is the (armless) result with the episode statuses, for
+    a report that says what is missing.
+    """
+
+    def __init__(self, message: str, result: ScoreResult) -> None:
+        super().__init__(message)
+        self.result = result

@@ -18,13 +18,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from d2kgrade.errors import UserError
 from d2kgrade.metrics import bootstrap
 from d2kgrade.metrics.design import DESIGN_RATES, choose_proposal_rater, episode_design
 from d2kgrade.metrics.perf import ScoreConfig, episode_performance, reference_speeds
-from d2kgrade.metrics.results import (ArmSummary, Comparison, Delta, Estimate, Metric, PropertyRow, ScoreResult,
-                                      TaskRow, metric_registry)
+from d2kgrade.metrics.results import (ArmSummary, Comparison, Delta, Estimate, Metric, NothingToScore, PropertyRow,
+                                      ScoreResult, StatusCount, TaskRow, metric_registry)
 from d2kgrade.metrics.tables import Combined, RunTables, combine
+from d2kgrade.runstore import UNSCORED_STATUSES
 from d2kgrade.schema import LEVELS
 
 log = logging.getLogger(__name__)
@@ -143,15 +143,29 @@ def _warn_duplicates(ep: pd.DataFrame, warnings: list[str]) -> None:
 
 
 def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[int] | None = None) -> ScoreResult:
-    """Score joined runs. Episodes of runs in ``reference_runs`` only supply the expert reference's speed."""
+    """Score joined runs. Episodes of runs in ``reference_runs`` only supply the expert reference's speed.
+
+    Episodes with a status in :data:`~d2kgrade.runstore.UNSCORED_STATUSES` are left out and counted.
+
+    Raises:
+        NothingToScore: no agent episode left to score (its ``result`` holds the status counts).
+    """
     warnings = list(combined.warnings)
     E, W = combined.episodes, combined.workloads
     refs = reference_speeds(E, W)
     agent_ep = E[(E["agent"] != "reference") & ~E["run"].isin(reference_runs or set())].copy()
-    if agent_ep.empty:
-        raise UserError("no agent episodes to score in " + ", ".join(combined.sources) +
-                        " (only reference episodes, or empty tables)")
     agent_ep["arm"] = [condition(a, g) for a, g in zip(agent_ep["arm"], agent_ep["guidance"])]
+    statuses = status_counts(agent_ep)
+    unscored = agent_ep["status"].isin(UNSCORED_STATUSES)
+    if unscored.any():
+        n = agent_ep.loc[unscored, "status"].value_counts()
+        what = {"api_failed": "failed on the API", "failed": "failed inside d2kgrade"}
+        warnings.append(", ".join(f"{int(v)} episode(s) {what.get(k, k)} (status {k})" for k, v in n.items())
+                        + ": left out of every metric (not counted as wrong kernels); rerun the same `d2kgrade run` "
+                        "command to retry them")
+        agent_ep = agent_ep[~unscored].copy()
+    if agent_ep.empty:
+        raise _nothing_to_score(combined, cfg, refs, statuses, warnings)
     _warn_duplicates(agent_ep, warnings)
     perf = episode_performance(agent_ep, W, refs, cfg)
     prater = choose_proposal_rater(combined.verdicts, cfg)
@@ -212,12 +226,39 @@ def score_tables(combined: Combined, cfg: ScoreConfig, *, reference_runs: set[in
             prop_rows.append(PropertyRow(model=model, arm=arm, task=task, property_id=pid, level=lv,
                                          proposed=_none(g["proposed"].mean()),
                                          implemented=_none(g["implemented"].mean()), n=len(g)))
-    ref_speed = {}
-    if not refs.empty:
-        for task, g in refs.groupby("task"):
-            ref_speed[task] = _geo(g["ref_speedup"])
     return ScoreResult(config=cfg, runs=combined.sources, proposal_rater=prater, arms=arms, comparisons=comparisons,
-                       tasks=task_rows, properties=prop_rows, reference_speedup=ref_speed, warnings=warnings)
+                       tasks=task_rows, properties=prop_rows, reference_speedup=_reference_speedup(refs),
+                       warnings=warnings, episode_statuses=statuses)
+
+
+def status_counts(agent_ep: pd.DataFrame) -> list[StatusCount]:
+    """Episodes per (model, arm, status), the unscored statuses included."""
+    if agent_ep.empty:
+        return []
+    counts = agent_ep.groupby(["model", "arm", "status"], sort=True).size()
+    return [StatusCount(model=m, arm=a, status=st, n=int(n), scored=st not in UNSCORED_STATUSES)
+            for (m, a, st), n in counts.items()]
+
+
+def _reference_speedup(refs: pd.DataFrame) -> dict[str, float]:
+    return {} if refs.empty else {task: _geo(g["ref_speedup"]) for task, g in refs.groupby("task")}
+
+
+def _nothing_to_score(combined: Combined, cfg: ScoreConfig, refs: pd.DataFrame, statuses: list[StatusCount],
+                      warnings: list[str]) -> NothingToScore:
+    """The error saying in one sentence why nothing can be scored, carrying the armless result."""
+    where = ", ".join(combined.sources)
+    if statuses:
+        told = "; ".join(f"{c.model} {c.arm}: {c.n} {c.status}" for c in statuses)
+        why = f"nothing to score in {where}: no agent episode has an outcome to score ({told})"
+    elif len(combined.episodes):
+        why = f"nothing to score in {where}: it holds only expert reference episodes"
+    else:
+        why = f"nothing to score in {where}: no episode has ended yet (an empty or just-started run)"
+    result = ScoreResult(config=cfg, runs=combined.sources, proposal_rater=None, arms=[], comparisons=[], tasks=[],
+                         properties=[], reference_speedup=_reference_speedup(refs), warnings=warnings,
+                         episode_statuses=statuses)
+    return NothingToScore(why, result)
 
 
 def arm_order(arm: str) -> tuple[int, str]:

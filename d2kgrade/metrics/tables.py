@@ -297,7 +297,7 @@ def combine(runs: list[RunTables]) -> Combined:
     eps, wls, grows, vrows, warnings = [], [], [], [], []
     for i, run in enumerate(runs):
         e = run.episodes.copy()
-        e["key"] = [f"{i}:{x}" for x in e["episode_id"]]
+        e["key"] = pd.Series([f"{i}:{x}" for x in e["episode_id"]], index=e.index, dtype=object)
         e["run"] = i
         eps.append(e)
         w = run.workloads.copy()
@@ -306,8 +306,9 @@ def combine(runs: list[RunTables]) -> Combined:
         if orphans:
             warnings.append(f"{run.source}: {len(orphans)} workload row group(s) name unknown episodes "
                             f"(e.g. {orphans[0]!r}); ignored")
-        w = w[w["episode_id"].isin(known)]
-        w["key"] = [f"{i}:{x}" for x in w["episode_id"]]
+        w = w[w["episode_id"].isin(known)].copy()
+        # object dtype even when empty: an empty list would make a float64 column that no join accepts
+        w["key"] = pd.Series([f"{i}:{x}" for x in w["episode_id"]], index=w.index, dtype=object)
         wls.append(w)
         seen: set[tuple[str, str, str]] = set()
         unknown_items, repeated, ungradable = 0, 0, 0
