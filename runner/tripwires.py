@@ -95,6 +95,11 @@ FRAME_ATTRS = frozenset({
 INTERCEPT_METHODS = frozenset({"__torch_function__", "__torch_dispatch__", "__del__", "__array__",
                                "__array_interface__", "__cuda_array_interface__", "__dlpack__", "__index__"})
 
+# torch classes a launcher may subclass: they intercept nothing (Liger wraps every kernel in an autograd.Function,
+# vLLM's layers are nn.Modules); interception hooks defined on any class are flagged on their own.
+SAFE_TORCH_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function", "torch.nn.Module",
+                              "torch.nn.modules.module.Module"})
+
 # Environment variables a submission may read by a constant name (to pick the interpreter path, say).
 ENV_READ_OK = re.compile(r"^(TRITON_|CUDA_|TORCH_|PYTORCH_)")
 
@@ -264,7 +269,7 @@ class _Walker(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
             dotted = self.resolve(base)
-            if dotted and dotted.split(".")[0] == "torch":
+            if dotted and dotted.split(".")[0] == "torch" and dotted not in SAFE_TORCH_BASES:
                 self.flag("tensor_subclass", node, f"class {node.name} subclasses {dotted}")
         for kw in node.keywords:
             if kw.arg == "metaclass":

@@ -99,3 +99,16 @@ def test_own_kernel_names_and_load_inline() -> None:
            'from torch.utils.cpp_extension import load_inline\n')
     assert own_kernel_names(src) == ["_a", "_b", "_c", "softmax_fwd", "tiled_k"]
     assert uses_load_inline(src) and not uses_load_inline("import torch\n")
+
+
+def test_launcher_classes_of_production_kernels_pass() -> None:
+    # Liger wraps each kernel in a torch.autograd.Function; vLLM's layers are nn.Modules. Neither intercepts torch.
+    src = ("import torch\nimport torch.nn as nn\nfrom torch.autograd import Function\n"
+           "class RMSNormFunction(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+           "        return x\nclass Rope(nn.Module):\n    pass\nclass G(Function):\n    pass\n"
+           "def kernel(x):\n    return RMSNormFunction.apply(x)\n")
+    assert scan(src, SOFTMAX_OPS) == []
+    hooked = src.replace("    pass\nclass G", "    def __torch_function__(self, *a):\n        pass\nclass G")
+    assert [(f.code, f.line) for f in scan(hooked, SOFTMAX_OPS)] == [("static.tensor_subclass", 9)]
+    assert [f.code for f in scan("import torch\nclass T(torch.nn.Parameter):\n    pass\n"
+                                 "def kernel(x):\n    return x\n")] == ["static.tensor_subclass"]
