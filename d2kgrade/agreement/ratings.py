@@ -167,6 +167,8 @@ def table_to_rows(path: Path) -> list[dict[str, Any]]:
     from d2kgrade.metrics.tables import read_table
 
     df = read_table(path)
+    if df.empty and not len(df.columns):  # an empty file: nothing to read columns from
+        raise UserError(f"{path}: holds no ratings (the file is empty)")
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise SpecError([Problem(str(path), "", f"missing column(s) {', '.join(missing)}; expected "

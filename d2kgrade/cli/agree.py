@@ -113,12 +113,18 @@ def agree(
     data = result.model_dump(mode="json")
     if out is not None:
         write_json(out, data)
+    nothing = not (result.binary or result.scores or result.gold or result.consistency)
     if as_json:
         print_json(data)
-    else:
+    elif not nothing:
         render(result, per_property=per_property)
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+    if nothing:  # one rater and no gold set: the thing asked for cannot be computed
+        err_console.print(f"[red]error:[/red] no agreement to compute from {', '.join(map(str, ratings))}: it needs "
+                          "two raters of the same properties, a --gold set, or a judge's repeated samples",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
