@@ -16,7 +16,8 @@ fi
 VPY=.venv/bin/python
 "$VPY" -m pip install -q --upgrade pip
 "$VPY" -m pip install -q "torch==2.13.0" "triton==3.6.0" "numpy<2.3"
-"$VPY" -m pip install -q -e ".[gpu,test]"
+# ray: the Ray executor's tests run on a local cluster in CI (ray.init() on this machine), never skipped
+"$VPY" -m pip install -q -e ".[gpu,test,ray]"
 
 # The report test opens the HTML report in headless Chromium (Debian's package): install it where apt-get
 # exists and it is missing (as root, or through passwordless sudo). Elsewhere that test skips and says why.
