@@ -16,7 +16,12 @@ import torch.nn.functional as F
 # "boundary_heavy" scales x by 3 around a mean of 1 and, in packed mode, puts half of the boundaries in one run
 # of consecutive tokens (sequences of length 1, shorter than the W-1 halo) at a random place, the other half
 # uniform: a kernel that lets a tap cross a sequence start fails on both, zero/constant/echo outputs too.
-DISTRIBUTIONS = ("normal", "boundary_heavy")
+# "dc_offset" gives every channel a large constant level, x = o_d + N(0,1) with o_d ~ +-U(30, 60) (the outlier
+#   channels of LLM activations), and zero-sum filters (w minus its mean over the taps): the taps of one output
+#   are each ~|o_d w| ~ 15-30 but cancel to O(1) away from sequence starts. A tap chain computed in bf16 (products
+#   and partial sums rounded at 2^-9 of ~30) is off by ~0.1 against the 1e-2 + 1e-2|y| bound; fp32 is exact to
+#   ~1e-5 (bf16 x bf16 products are exact in fp32).
+DISTRIBUTIONS = ("normal", "boundary_heavy", "dc_offset")
 
 _CHUNK_TOKENS = 8192  # reference: float64 work in chunks of this many tokens (a halo of W-1 before each)
 
@@ -52,7 +57,13 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     x = torch.randn(B, L, D, generator=generator, device=device, dtype=torch.float32)
     if dist == "boundary_heavy":
         x = x.mul_(3.0).add_(1.0)
+    elif dist == "dc_offset":
+        level = 30.0 + 30.0 * torch.rand(D, generator=generator, device=device)
+        sign = torch.randint(0, 2, (D,), generator=generator, device=device) * 2.0 - 1.0
+        x = x.add_(level * sign)
     w = torch.randn(D, W, generator=generator, device=device) / math.sqrt(W)
+    if dist == "dc_offset":
+        w = w - w.mean(dim=1, keepdim=True)
     bias = torch.randn(D, generator=generator, device=device)
     if nseq == 0:
         cu = torch.zeros(1, dtype=torch.int32, device=device)

@@ -17,7 +17,12 @@ import torch.nn.functional as F
 #   on average, so a border output (fewer valid taps) is visibly smaller than an interior one. A kernel that reads
 #   outside the image instead of zero-filling (wrapped or clamped indices), or drops a row/column of taps at the
 #   border, is off by O(1) at the borders, where "normal" inputs could hide it in the noise.
-DISTRIBUTIONS = ("normal", "positive")
+# "cancelling" makes the second half of the channels undo the first at every tap: x[..., C/2:] repeats
+#   x[..., :C/2] and w's channel halves are 16 w1 and -16 w1 + d (w1, d as in "normal"). Reduced in the guidance's
+#   order ((r, s) outer, channels inner), the running sum swings by ~16 sqrt(C/2 / (R*S*C)) (~3.8 at the smoke
+#   workload) within every tap while y stays ~N(0, 1/2), so a 16-bit accumulator carried across channel tiles
+#   rounds at up to 2^-9 of it on every tile and misses the 1e-2 + 1e-2|y| bound (5e-3 for fp16); fp32 does not.
+DISTRIBUTIONS = ("normal", "positive", "cancelling")
 
 
 def make_inputs(params, shapes, dtypes, *, generator, device, dist):
@@ -28,6 +33,11 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     if dist == "positive":
         x = 1.0 + x.abs()
         w = w + 1.0
+    elif dist == "cancelling":
+        h = C // 2
+        x[..., h:2 * h] = x[..., :h]
+        w[..., :h] *= 16.0
+        w[..., h:2 * h] -= w[..., :h]
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     return x.to(dtypes["x"]), (w / math.sqrt(R * S * C)).to(dtypes["w"])

@@ -6,16 +6,22 @@ lse = natural-log logsumexp of the scaled, masked scores.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 # "normal" is the catalog's Q, K, V ~ N(0,1): scores ~ N(0,1), so |o| ~ 0.02 in late rows and zeros nearly pass
 #   on o alone (lse catches them).
 # "sharp" scales q by 2.5: scores ~ N(0, 6.25), a few keys dominate each row and |o| ~ 0.3, so a constant or
 #   zero o fails everywhere and a kernel that rescales the accumulator wrongly (alpha) is visible.
-# "offset" draws q and k around a common mean of 3 per coordinate: every score is ~100 (lse ~ 110), so a kernel
-#   that exponentiates without subtracting the running max overflows fp32, while the softmax itself stays as
-#   spread as "sharp" (per-key spread ~3).
+# "offset" draws q and k around a common mean m = sqrt(140 / sqrt(D)) per coordinate: every score is ~140 at any
+#   head dim (D m^2 / sqrt(D)), past fp32 exp's 88.7, so a kernel that exponentiates without subtracting the
+#   running max overflows, while the per-key spread sqrt(m^2 + 1) (3.7 at D = 128, 5.1 at D = 32) keeps the softmax
+#   about as concentrated as "sharp". (A fixed mean of 3 gave scores of ~100 at D = 128 but only ~51 on the D = 32
+#   smoke workload, where exp(51) does not overflow.)
 DISTRIBUTIONS = ("normal", "sharp", "offset")
+
+OFFSET_SCORE = 140.0  # the "offset" draw's typical score, past fp32 exp's overflow at 88.7
 
 _REF_CHUNK_ROWS = 1024  # query rows per float64 chunk: a [G, 1024, 32768] fp64 score block is 1 GB at G = 4
 
@@ -27,8 +33,9 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     if dist == "sharp":
         q = q * 2.5
     elif dist == "offset":
-        q = q + 3.0
-        k = k + 3.0
+        m = math.sqrt(OFFSET_SCORE / math.sqrt(shapes["q"][-1]))
+        q = q + m
+        k = k + m
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     return q.to(dtypes["q"]), k.to(dtypes["k"]), v.to(dtypes["v"])

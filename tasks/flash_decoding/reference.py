@@ -5,6 +5,8 @@ o[b, h] = softmax(q[b, h] . K[b, h // G]^T * D^-0.5) V[b, h // G], G = Hq / Hkv,
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -14,10 +16,13 @@ import torch.nn.functional as F
 #   keys sit in random splits, so a wrong rescale factor or a dropped or doubled split is an O(1) error. It is also
 #   where precision shows: re-rounding the D^-0.5-scaled q to bf16 before q.K fails the tolerance (score errors of
 #   ~2^-9 |s|), while an honest kernel (fp32 scores, bf16 P for the PV product) stays at <= ~0.4 of it.
-# "offset" draws q and K around a common mean of 3 per coordinate: every score is ~9 sqrt(D) (~100 at D = 128),
-#   so exp without subtracting the running max overflows fp32 (and fp16/bf16 probabilities at any D), while the
-#   per-key spread (~3.2) keeps the softmax as concentrated as "sharp".
+# "offset" draws q and K around a common mean m = sqrt(140 / sqrt(D)) per coordinate: every score is ~140 at any
+#   head dim, so exp without subtracting the running max overflows fp32 (and fp16/bf16 probabilities), while the
+#   per-key spread sqrt(m^2 + 1) (3.7 at D = 128, 4.3 at D = 64) keeps the softmax about as concentrated as "sharp".
+#   (A fixed mean of 3 gave ~100 at D = 128 but ~72 on the D = 64 smoke workload: no fp32 overflow.)
 DISTRIBUTIONS = ("normal", "sharp", "offset")
+
+OFFSET_SCORE = 140.0  # the "offset" draw's typical score, past fp32 exp's overflow at 88.7
 
 _REF_CHUNK = 1 << 25  # KV elements per float64 chunk (256 MB per K or V copy)
 
@@ -30,8 +35,9 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     if dist == "sharp":
         q = q * 2.5
     elif dist == "offset":
-        q = q + 3.0
-        k = k + 3.0
+        m = math.sqrt(OFFSET_SCORE / math.sqrt(shapes["q"][-1]))
+        q = q + m
+        k = k + m
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     return q.to(dtypes["q"]), k.to(dtypes["k_cache"]), v.to(dtypes["v_cache"])

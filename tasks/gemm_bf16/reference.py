@@ -11,7 +11,11 @@ import torch
 # doubled or misaligned K tile is an error of >= 1, far outside the tolerance, not noise.
 # "row_col_scaled" scales row i of A by 2^U(-4, 4) and row j of B by 2^U(-4, 4): C is no longer
 # exchangeable across rows and columns, so a transposed or mis-tiled output, or a constant one, fails.
-DISTRIBUTIONS = ("normal", "int_valued", "row_col_scaled")
+# "cancelling" makes the second half of K undo the first: A = [A1, A1], B = [16 B1, -16 B1 + D] with A1, B1, D as
+#   in "normal". The running K sum climbs to ~11 at K/2 while C = A1.D stays ~N(0, 1/2), so an accumulator kept in
+#   the 16-bit input dtype (tl.dot(..., out_dtype=fp16) across K tiles, a bf16 running sum) rounds at 2^-7..2^-5
+#   of ~11 and misses the 1e-2 + 1e-2|C| bound (5e-3 for fp16), while fp32 accumulation is off by ~1e-6.
+DISTRIBUTIONS = ("normal", "int_valued", "row_col_scaled", "cancelling")
 
 
 def make_inputs(params, shapes, dtypes, *, generator, device, dist):
@@ -26,6 +30,11 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
         if dist == "row_col_scaled":
             A = A * 2.0 ** (torch.rand(M, 1, generator=generator, device=device) * 8.0 - 4.0)
             B = B * 2.0 ** (torch.rand(N, 1, generator=generator, device=device) * 8.0 - 4.0)
+        elif dist == "cancelling":
+            h = K // 2
+            A[:, h:2 * h] = A[:, :h]
+            B[:, :h] *= 16.0
+            B[:, h:2 * h] -= B[:, :h]
         elif dist != "normal":
             raise ValueError(f"unknown distribution {dist!r}")
     return A.to(dtypes["A"]), B.to(dtypes["B"])

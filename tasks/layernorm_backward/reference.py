@@ -11,7 +11,12 @@ EPS = 1e-5
 # varies by 100x across rows and x - mean needs the fp32 mean; w ~ 1 + 0.2 N(0,1) as in a trained model.
 # "outliers" gives x a few channels 20-60x larger (LLM hidden states) and dy rows of different magnitudes, so
 # xhat and dy*xhat have a heavy tail; dx is then far from dy, so echoing dy or writing constants fails.
-DISTRIBUTIONS = ("normal", "shifted", "outliers")
+# "cancelling" pairs row i of the first half with row M/2 + i: the same x, and dy = 8 d_i there against
+#   -8 d_i + 0.25 e_i (d, e ~ N(0,1)). dw and db are sums of the small remainders (|db| ~ 0.25 sqrt(M/2)), while
+#   any partial sum over a subset of rows is ~8 sqrt(rows): partials kept in bf16 (a [G, N] bf16 partial buffer,
+#   bf16 atomics on dw/db) round at 2^-9 of ~40 and miss the 1e-2 + 1e-3|dw| bound by several times; fp32
+#   partials are off by ~1e-5.
+DISTRIBUTIONS = ("normal", "shifted", "outliers", "cancelling")
 
 
 def make_inputs(params, shapes, dtypes, *, generator, device, dist):
@@ -28,6 +33,11 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
         cols = torch.randperm(N, generator=generator, device=device)[: max(1, N // 128)]
         x[:, cols] *= 20.0 + 40.0 * torch.rand(cols.numel(), **f32)
         dy = dy * 10.0 ** (torch.rand(M, 1, **f32) - 0.5)
+    elif dist == "cancelling":
+        h = M // 2
+        x[h:2 * h] = x[:h]
+        dy[:h] *= 8.0
+        dy[h:2 * h] = 0.25 * dy[h:2 * h] - dy[:h]
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     x = x.to(dtypes["x"])

@@ -6,6 +6,7 @@ o[b, h] = softmax(q[b, h] . K_b^T * D^-0.5) V_b over its c_b tokens, query head 
 
 from __future__ import annotations
 
+import math
 import re
 
 import torch
@@ -16,10 +17,14 @@ import torch.nn.functional as F
 # "sharp" scales q by 4: scores ~ N(0, 16), a handful of tokens dominate each head (|o| ~ 0.5), and they sit on random
 #   pages, so reading a wrong page, tokens past c_b (the last page's spare slots, or the random valid page ids the
 #   table holds past ceil(c_b / P)) or merging chunks with wrong weights moves o by O(0.1-1).
-# "offset" adds 3 to q and to the whole pool: every score is ~9*sqrt(D) (~100 at D = 128), so exp without subtracting
-#   the running max overflows fp32, while the per-token spread keeps the softmax as concentrated as "sharp".
+# "offset" adds m = sqrt(140 / sqrt(D)) to q and to the whole pool: every score is ~140 at any head dim, so exp
+#   without subtracting the running max overflows fp32, while the per-token spread sqrt(m^2 + 1) (3.7 at D = 128,
+#   4.3 at D = 64) keeps the softmax about as concentrated as "sharp". (A fixed 3 gave ~100 at D = 128 but ~72 on
+#   the D = 64 smoke workload: no fp32 overflow.)
 # (tests/suite/test_paged_attention_decode.py: each of those mistakes fails the smoke check on all three.)
 DISTRIBUTIONS = ("normal", "sharp", "offset")
+
+OFFSET_SCORE = 140.0  # the "offset" draw's typical score, past fp32 exp's overflow at 88.7
 
 _TERM = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)\s*$")
 
@@ -71,8 +76,9 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     if dist == "sharp":
         q = q * 4.0
     elif dist == "offset":
-        q = q + 3.0
-        k_cache.add_(3.0)
+        m = math.sqrt(OFFSET_SCORE / math.sqrt(D))
+        q = q + m
+        k_cache.add_(m)
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     return (q.to(dtypes["q"]), k_cache, v_cache, block_tables.to(torch.int32), lengths.to(torch.int32))

@@ -11,7 +11,12 @@ ROPE_BASE = 10000.0
 # rotation then mixes a large and a small member of a pair, so rounding cos/sin (or computing in bf16) shows.
 # "decode" draws positions near the end of the cache and repeats each one across a batch of tokens, as batched
 # decode does; the angles p * inv_freq reach ~1.3e5 rad, where fast sin/cos intrinsics are inaccurate.
-DISTRIBUTIONS = ("normal", "outliers", "decode")
+# "cancelling" builds every pair so that its rotation lands on an axis: (x1, x2) = r (s, c) or r (c, -s) with
+# r ~ 4 N(0,1), so one output of the pair is r and the other cancels to the bf16 rounding of the inputs (~2^-9 r).
+# Computing the rotation in bf16 (cos/sin, products or the difference rounded at 2^-9 of ~r), or with cos/sin of
+# an fp32 angle (~4e-3 rad off at 1e5 rad), leaves an error of ~1e-2 on that member against its 1e-3 + 1e-2|out|
+# bound; fp32 with the cached cos/sin is off by ~1e-6.
+DISTRIBUTIONS = ("normal", "outliers", "decode", "cancelling")
 
 
 def rope_cache(max_pos: int, half: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,6 +48,16 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
             chans = torch.randperm(D, generator=generator, device=device)[: max(2, D // 16)]
             x[..., chans] *= 10.0 + 30.0 * torch.rand(chans.numel(), **f32)
     cos, sin = rope_cache(max_pos, half, device)
+    if dist == "cancelling":
+        c, s = cos[positions][:, None, :], sin[positions][:, None, :]
+        for x in (q, k):
+            r = 4.0 * torch.randn(*x.shape[:-1], half, **f32)
+            first = torch.rand(*x.shape[:-1], half, **f32) < 0.5
+            a, b = torch.where(first, r * s, r * c), torch.where(first, r * c, -r * s)
+            if params["style"] == "neox":
+                x[..., :half], x[..., half:] = a, b
+            else:
+                x[..., 0::2], x[..., 1::2] = a, b
     return (q.to(dtypes["q"]), k.to(dtypes["k"]), positions.to(dtypes["positions"]), cos.to(dtypes["cos_cache"]),
             sin.to(dtypes["sin_cache"]))
 

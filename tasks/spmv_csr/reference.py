@@ -14,7 +14,13 @@ import torch
 # "uniform" is the catalog's values, x ~ U(-1, 1). "positive_values" draws values ~ U(0, 1) (x still U(-1, 1)):
 # a different draw of the same structure, so a kernel that is right on one seed only by luck is seen twice.
 # Zeros, ones and echoing x fail on both: |y| is ~ sqrt(row length)/3.
-DISTRIBUTIONS = ("uniform", "positive_values")
+# "scaled_rows" multiplies each row's values by s = 2^U(6, 14), capped at max(1, 2^17 / row length): |y| is then
+# far above the 1e-2 atol, so the 1e-4 relative tolerance decides. Products of operands rounded to tf32 (tl.dot's
+# default input precision) or bf16 are off by ~2^-11 relative and fail. The cap keeps an honest fp32 sequential
+# row sum inside the atol whatever |y| is (its error is at most ~eps * n * rms(v x) = 6e-8 * 2^17 * 0.33 = 2.6e-3
+# for an n-entry row; rows that cancel to a small y are judged by the atol alone), so the 1M-entry row of
+# power_law_rows keeps the catalog's scale.
+DISTRIBUTIONS = ("uniform", "positive_values", "scaled_rows")
 
 _PER_ROW = re.compile(r"^(\d+) per row, random columns$")
 _POWER_LAW = re.compile(r"^power-law row lengths floor\(2\^(\d+) \* rank\^-([0-9.]+)\)")
@@ -95,6 +101,11 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
         values = torch.rand(nnz, generator=generator, device=device) * 2.0 - 1.0
     elif dist == "positive_values":
         values = torch.rand(nnz, generator=generator, device=device)
+    elif dist == "scaled_rows":
+        scale = torch.minimum(2.0 ** (6.0 + 8.0 * torch.rand(M, generator=generator, device=device)),
+                              (2.0 ** 17 / lengths.clamp_min(1)).clamp_min(1.0))
+        values = (torch.rand(nnz, generator=generator, device=device) * 2.0 - 1.0) \
+            * torch.repeat_interleave(scale, lengths, output_size=nnz)
     else:
         raise ValueError(f"unknown distribution {dist!r}")
     x = torch.rand(N, generator=generator, device=device) * 2.0 - 1.0

@@ -14,7 +14,10 @@ import torch
 # "coarse_ties" rounds N(0,1) * 2 to multiples of 0.25, so dozens of elements tie at the k-th value and whole
 # runs of the top-k share a value: a kernel that takes too many or too few tied elements, or returns the same
 # index twice for tied values, fails; zero, constant and echoed outputs fail both.
-DISTRIBUTIONS = ("normal", "coarse_ties")
+# "negative" shifts each row by -U(2, 8): the k largest are negative in most rows and cross zero in a few, so
+# comparing the raw float bits as signed integers (which orders negative floats backwards) instead of the
+# order-preserving keys picks the wrong elements.
+DISTRIBUTIONS = ("normal", "coarse_ties", "negative")
 
 CHECKED_OUTPUTS = ("indices",)
 """Outputs validated by :func:`check` instead of an elementwise comparison with ``reference``."""
@@ -25,6 +28,8 @@ def make_inputs(params, shapes, dtypes, *, generator, device, dist):
     x = torch.randn(B, V, generator=generator, device=device)
     if dist == "coarse_ties":
         x = torch.round(x * 8.0) / 4.0
+    elif dist == "negative":
+        x = x - (2.0 + 6.0 * torch.rand(B, 1, generator=generator, device=device))
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
     x = x.to(dtypes["x"])
