@@ -141,11 +141,13 @@ def static_backend() -> tuple[StaticGrader | None, FactsExtractor | None]:
 
 
 def read_document(path: Path, limit: int) -> tuple[str | None, str]:
-    """(normalized text, '') or (None, why it cannot be judged)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return None, f"cannot read: {exc.strerror}"
+    """(normalized text, '') or (None, why it cannot be judged). Only regular files are read, and never more
+    than 4 bytes per allowed character (a FIFO, a device or a huge file is refused before it is read)."""
+    from d2kgrade.static.extract import read_source
+
+    data, why = read_source(path, 4 * limit)
+    if data is None:
+        return None, why
     if b"\x00" in data:
         return None, "binary file (holds NUL bytes)"
     try:
@@ -283,7 +285,7 @@ def judge_files(rubric: Rubric, items: list[JudgeItem], config: JudgeConfig, *, 
         static_grader = static_grader or backend_grader
         facts_extractor = facts_extractor or backend_facts
     for it in items:
-        if not it.path.is_file():
+        if not it.path.exists() or it.path.is_dir():
             raise UserError(f"{it.path}: no such file")
     if mode == "combined" and static_grader is None and any(it.kind == "code" for it in items):
         raise UserError("--judge combined needs static analysis (d2kgrade.static.grade_file), which this build "

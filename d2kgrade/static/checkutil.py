@@ -97,6 +97,35 @@ def grid_sized(fl: Flow, fn: Function, step: Expr) -> bool:
         grid_names -= {"triton.cdiv", "min", "max", "triton.next_power_of_2"}
         if arg_names & grid_names:
             return True
+        if arg.kind == "name" and any(_is_value(fl, caller, d, arg.op, 0) for d in _grid_dims(la.grid)):
+            return True  # a grid extent is the value passed as the stride (min(meta["NUM_PROGS"], bound))
+    return False
+
+
+def _grid_dims(grid: Expr) -> tuple[Expr, ...]:
+    return grid.args if grid.kind == "tuple" else (grid,)
+
+
+def _is_value(fl: Flow, fn: Function, e: Expr, name: str, depth: int) -> bool:
+    """Is ``e`` the value of ``name`` (through plain copies, ``min(...)`` caps and constant-key dict lookups)?"""
+    if depth > 6:
+        return False
+    if e.kind == "name":
+        if e.op == name:
+            return True
+        defs = fl.defs(e.op, fn)
+        return len(defs) == 1 and _is_value(fl, fn, defs[0].value, name, depth + 1)
+    if e.kind == "call" and e.op == "min":
+        return any(_is_value(fl, fn, a, name, depth + 1) for a in e.args)
+    if e.kind == "sub" and len(e.args) == 2 and e.args[1].kind == "const" and isinstance(e.args[1].value, str):
+        table = e.args[0]
+        for _ in range(6):  # through copies of the dict (meta@grid = meta)
+            defs = fl.defs(table.op, fn) if table.kind == "name" else []
+            if len(defs) != 1:
+                break
+            table = defs[0].value
+        if table.kwargs and e.args[1].value in table.kwargs:
+            return _is_value(fl, fn, table.kwargs[e.args[1].value], name, depth + 1)
     return False
 
 

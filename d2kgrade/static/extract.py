@@ -10,6 +10,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import os
+import stat
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +27,55 @@ PY_SUFFIXES = {".py"}
 CUDA_SUFFIXES = {".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp"}
 _CACHE: OrderedDict[tuple[str, str, str], Facts] = OrderedDict()
 _CACHE_SIZE = 256
+
+
+def read_source(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """The bytes of a regular file of at most ``limit`` bytes, or (None, why not).
+
+    Only a regular file is read (after following links): a FIFO would block the grader, ``/dev/zero`` or a socket
+    would never end. The size is checked from ``stat`` before anything is read, the file is opened without
+    blocking, checked again on the open descriptor (the path may have been swapped in between), and at most
+    ``limit + 1`` bytes are read, so a file that grows while it is read is still refused.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return None, f"cannot read file: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"not a regular file ({_kind(st.st_mode)}); a kernel is a source file"
+    if st.st_size > limit:
+        return None, f"file is {st.st_size} bytes; a kernel file is at most {limit} bytes"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        return None, f"cannot read file: {exc.strerror or exc}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"not a regular file ({_kind(st.st_mode)}); a kernel is a source file"
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 16, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        return None, f"cannot read file: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        return None, f"file is more than {limit} bytes; a kernel file is at most {limit} bytes"
+    return data, ""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
 
 
 def _decode(data: bytes, facts: Facts) -> str | None:
@@ -109,13 +160,12 @@ def extract_facts(path_or_source: str | Path, *, suffix: str | None = None, cach
         cache: reuse facts of identical content (keyed by path, type and SHA-256 of the bytes).
     """
     if isinstance(path_or_source, Path) or ("\n" not in path_or_source and len(path_or_source) < 4096
-                                            and Path(path_or_source).is_file()):
+                                            and Path(path_or_source).exists()):
         p = Path(path_or_source)
-        try:
-            data = p.read_bytes()
-        except OSError as exc:
+        data, why = read_source(p, MAX_BYTES)
+        if data is None:
             facts = Facts(path=str(p), text="", suffix="py")
-            facts.errors.append(f"cannot read file: {exc.strerror or exc}")
+            facts.errors.append(why)
             return facts
         name, sfx = str(p), (suffix or p.suffix).lower()
     else:

@@ -199,6 +199,8 @@ class Launch:
     """CUDA: the block-size expression."""
     template: str = ""
     """CUDA: the template arguments of the launched kernel as written (``128, 256, 64``)."""
+    target: Expr | None = None
+    """Python: the launched expression (``k`` of ``k[grid](...)``; ``KERNELS[mode]``), for resolving it."""
 
 
 COMPUTED = "computed"
@@ -271,6 +273,8 @@ class Function:
     """Loops, in source order."""
     returns: list[Expr] = field(default_factory=list)
     """Returned expressions."""
+    return_guards: list[tuple[Expr, ...]] = field(default_factory=list)
+    """Python: the ``if`` conditions each return of :attr:`returns` sits under (same order)."""
     launches: list[Launch] = field(default_factory=list)
     """Kernel launches made by this (host) function, in source order."""
     autotune: Autotune | None = None
@@ -283,6 +287,10 @@ class Function:
     """CUDA ``__launch_bounds__`` first argument."""
     source: int = 0
     """Index of the source it comes from (0 = the graded file, k = the k-th ``load_inline`` string)."""
+    vararg: str = ""
+    """Python: the ``*args`` parameter's name, if any."""
+    kwarg: str = ""
+    """Python: the ``**kwargs`` parameter's name, if any."""
     _defs: dict[str, list[Assign]] | None = None
 
     def defs(self) -> dict[str, list[Assign]]:

@@ -200,7 +200,7 @@ class Lowerer:
             grid = ex(fn.slice)  # type: ignore[attr-defined]
             e = Expr("call", "launch", args, kwargs, target, None, line, end)
             kernel = target.op if target.kind == "name" else ""
-            self.f.launches.append(Launch(kernel, grid, args, kwargs, self.f.key, line, end))
+            self.f.launches.append(Launch(kernel, grid, args, kwargs, self.f.key, line, end, target=target))
             self.f.calls.append(Call("launch", e, self.loops, self.guards))
             return e
         if tf is _Name:
@@ -313,6 +313,7 @@ class Lowerer:
         elif t is ast.Return:
             if st.value is not None:  # type: ignore[attr-defined]
                 self.f.returns.append(self.expr(st.value))  # type: ignore[attr-defined]
+                self.f.return_guards.append(self.guards)
         elif t is ast.If:
             truth = self.const_truth(st.test)  # type: ignore[attr-defined]
             if truth is True:

@@ -15,7 +15,9 @@ import logging
 import math
 from typing import Any
 
+from d2kgrade.static.entry import _binds_kernel, live_binding
 from d2kgrade.static.facts import Facts
+from d2kgrade.static.host import HostInliner, entry_function
 from d2kgrade.static.ir import COMPUTED, Assign, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
 from d2kgrade.static.lower import Lowerer
 
@@ -88,7 +90,9 @@ class PyExtractor:
 
     # ------------------------------------------------------------------------------------------ module scan
 
-    def run(self, tree: ast.Module) -> None:
+    def run(self, tree: ast.Module, skip: tuple[ast.stmt, ...] = ()) -> None:
+        """Scan the module; ``skip``: top-level statements left out of the module's own code (the assignments
+        that bind ``kernel``, whose call is the flattened entry's business)."""
         facts = self.facts
         self._imports(tree)
         self._consts(tree)
@@ -101,7 +105,8 @@ class PyExtractor:
                 self._function(st, "")
             elif isinstance(st, ast.ClassDef):
                 self._class(st)
-            elif not _is_main_guard(st) and not isinstance(st, (ast.Import, ast.ImportFrom)):
+            elif (not _is_main_guard(st) and not isinstance(st, (ast.Import, ast.ImportFrom))
+                  and not any(st is k for k in skip)):
                 body.append(st)
         low.body(body)
         for nested in low.nested:
@@ -163,8 +168,29 @@ class PyExtractor:
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(sub.name)
                 self._function(sub, st.name + ".")
+            elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                self._class_constant(st.name, sub)
         self.classes[st.name] = methods
         self.bases[st.name] = [b.id for b in st.bases if isinstance(b, ast.Name)]
+
+    def _class_constant(self, cls: str, st: ast.Assign | ast.AnnAssign) -> None:
+        """``BM, BN = 128, 256`` or ``TILE: int = 64`` in a class body: constants ``Cls.BM`` read as ``self.BM``."""
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+        if st.value is None:
+            return
+        for t in targets:
+            pairs = ([(t, st.value)] if isinstance(t, ast.Name) else
+                     list(zip(t.elts, st.value.elts)) if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple)
+                     and len(t.elts) == len(st.value.elts) else [])
+            for name, value in pairs:
+                if not isinstance(name, ast.Name):
+                    continue
+                try:
+                    v = _fold(value, self.facts.consts)
+                except (ValueError, TypeError, ZeroDivisionError, OverflowError, ArithmeticError):
+                    continue
+                if isinstance(v, (int, float, bool, str)) or v is None:
+                    self.facts.consts[f"{cls}.{name.id}"] = v
 
     def _decorator(self, node: ast.expr) -> Expr:
         dummy = Function("<decorator>", "<decorator>", "py", "host", [], 0, 0)
@@ -178,6 +204,8 @@ class PyExtractor:
         params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
         line = min([d.lineno for d in st.decorator_list] + [st.lineno])
         f = Function(key, st.name, "py", "host", params, line, st.end_lineno or st.lineno)
+        f.vararg = a.vararg.arg if a.vararg is not None else ""
+        f.kwarg = a.kwarg.arg if a.kwarg is not None else ""
         all_args = a.posonlyargs + a.args
         for p, d in zip(all_args[len(all_args) - len(a.defaults):], a.defaults):
             f.defaults[p.arg] = self._decorator(d)
@@ -330,7 +358,11 @@ class PyExtractor:
         return []
 
     def _targets(self, e: Expr, f: Function, depth: int = 0) -> list[str]:
-        """Function keys an expression may denote (following local and module assignments)."""
+        """Function keys an expression may denote (following local and module assignments); ``TABLE[key]`` with a
+        constant key and a dict literal ``TABLE`` denotes only that entry."""
+        picked = self._dict_entry(e, f)
+        if picked is not None:
+            return self._targets(picked, f, depth + 1) if depth < 4 else []
         out: list[str] = []
         for x in e.walk():
             if x.kind == "name":
@@ -345,6 +377,33 @@ class PyExtractor:
                 cls = f.key.split(".")[0]
                 out.extend(self.resolve(f"{cls}.{x.op}", ""))
         return out
+
+    def _dict_entry(self, e: Expr, f: Function) -> Expr | None:
+        """The entry of a dict literal that ``TABLE[key]`` selects when the key folds to a string, else None."""
+        if e.kind != "sub" or len(e.args) != 2:
+            return None
+        key = self._const_str(e.args[1], f, 0)
+        if key is None:
+            return None
+        for table in self._values_of(e.args[0], f, 0):
+            if table.kind == "tuple" and table.op == "dict" and table.kwargs and key in table.kwargs:
+                return table.kwargs[key]
+        return None
+
+    def _values_of(self, e: Expr, f: Function, depth: int) -> list[Expr]:
+        if e.kind != "name" or depth > 4:
+            return [e]
+        defs = f.defs().get(e.op) or (self.facts.functions[MODULE_KEY].defs().get(e.op, []) if f.key != MODULE_KEY
+                                      else [])
+        if len(defs) != 1:
+            return [e] if not defs else []
+        return self._values_of(defs[0].value, f, depth + 1)
+
+    def _const_str(self, e: Expr, f: Function, depth: int) -> str | None:
+        vals = self._values_of(e, f, depth)
+        if len(vals) == 1 and vals[0].kind == "const" and isinstance(vals[0].value, str):
+            return vals[0].value
+        return None
 
     def edges(self, f: Function, cuda_hosts: dict[str, str]) -> list[str]:
         """Functions that ``f`` can transfer control to (calls, launches, names passed along)."""
@@ -389,6 +448,7 @@ class PyExtractor:
     def load_inline_sources(self, reachable: set[str]) -> list[tuple[InlineSource, str]]:
         """Source strings handed to ``load_inline`` calls in reachable Python code."""
         out: list[tuple[InlineSource, str]] = []
+        seen: set[tuple[int, int]] = set()  # a helper's call and its copy in the flattened entry: one source
         funcs = self.facts.functions
         for key in sorted(reachable):
             f = funcs[key]
@@ -405,6 +465,9 @@ class PyExtractor:
                     if src is None:
                         continue
                     for text_node in self._string_pieces(src, f, 0):
+                        if (text_node.line, id(text_node.value)) in seen:
+                            continue
+                        seen.add((text_node.line, id(text_node.value)))
                         out.append((InlineSource(str(text_node.value), text_node.line, kind, names), key))
         return out
 
@@ -440,17 +503,24 @@ class PyExtractor:
             f = funcs[key]
             if f.is_device:
                 return
-            events: list[tuple[int, int, Any]] = [(la.line, 0, la) for la in f.launches]
-            for c in f.calls:
-                if c.name != "launch":
-                    events.append((c.line, 1, c))
-            events.sort(key=lambda t: (t[0], t[1]))
+            if f.inlined:  # the flattened entry: its calls are in execution order already
+                by_args = {id(la.args): la for la in f.launches}
+                events: list[tuple[int, int, Any]] = [
+                    (i, 0, by_args[id(c.expr.args)]) if c.name == "launch" and id(c.expr.args) in by_args
+                    else (i, 1, c) for i, c in enumerate(f.calls)]
+                events = [ev for ev in events if ev[1] == 0 or ev[2].name != "launch"]
+            else:
+                events = [(la.line, 0, la) for la in f.launches]
+                for c in f.calls:
+                    if c.name != "launch":
+                        events.append((c.line, 1, c))
+                events.sort(key=lambda t: (t[0], t[1]))
             for _, kind, ev in events:
                 if kind == 0:
                     targets = [ev.kernel] if ev.kernel in funcs else self._launch_targets(f, ev)
                     for t in targets:
                         out.append(Launch(t, ev.grid, ev.args, ev.kwargs, ev.caller, ev.line, ev.end_line,
-                                          ev.block, ev.template))
+                                          ev.block, ev.template, target=ev.target))
                 else:
                     for t in self._call_targets(f, ev):
                         visit(t)
@@ -462,6 +532,8 @@ class PyExtractor:
     def _launch_targets(self, f: Function, la: Launch) -> list[str]:
         if f.lang == "cuda":
             return [la.kernel] if la.kernel in self.facts.functions else []
+        if la.target is not None:
+            return [k for k in self._targets(la.target, f) if self.facts.functions[k].kind == "jit"]
         for c in f.calls:
             if c.name == "launch" and c.line == la.line and c.expr.recv is not None:
                 return [k for k in self._targets(c.expr.recv, f) if self.facts.functions[k].kind == "jit"]
@@ -472,7 +544,9 @@ class PyExtractor:
             k = "cu:" + c.name
             return [k] if k in self.facts.functions else []
         recv = c.expr.recv
-        if recv is None:
+        if recv is None and c.name in self.classes:  # instantiation runs __init__ (a later call of it, __call__)
+            out = [f"{c.name}.__init__"] if "__init__" in self.classes[c.name] else []
+        elif recv is None:
             out = self.resolve(c.name, f.key)
         elif recv.kind == "name" and recv.op == "self":
             out = self.resolve(f"{f.key.split('.')[0]}.{c.name[1:]}", "")
@@ -500,19 +574,36 @@ def extract_python(facts: Facts) -> None:
     except (ValueError, RecursionError, MemoryError) as exc:
         facts.errors.append(f"Python source cannot be parsed: {type(exc).__name__}: {str(exc)[:120]}")
         return
+    binding = live_binding(tree)
+    skip = tuple(st for st in tree.body if isinstance(st, (ast.Assign, ast.AnnAssign)) and _binds_kernel(st))
     ex = PyExtractor(facts)
-    ex.run(tree)
+    ex.run(tree, skip)
     funcs = facts.functions
     roots = [MODULE_KEY]
-    if "kernel" in funcs and funcs["kernel"].kind == "host":
-        roots.append("kernel")
-    elif "kernel" in ex.aliases:
-        roots.extend(ex.aliases["kernel"])
-    else:
+    if binding is None:
         facts.errors.append("defines no kernel(...) function, so no code is reachable from the entry point")
         return
+    aliased = [k for k in ex.aliases.get("kernel", []) if funcs[k].kind == "jit"]
+    expanded: set[str] = set()
+    if binding.value is not None and aliased:  # kernel = some_jit_function: the jit function is the root
+        roots.extend(aliased)
+    else:
+        entry = entry_function(ex, binding)
+        if isinstance(entry, str):
+            facts.errors.append(entry)
+            return
+        old = funcs.get("kernel")
+        if old is not None and old is not entry:  # an earlier def kernel that the live binding replaced
+            del funcs["kernel"]
+            old.key = f"kernel@{old.line}"
+            funcs[old.key] = old
+        host = HostInliner(ex)
+        flat = host.flatten(entry)
+        funcs["kernel"] = flat
+        roots.append("kernel")
+        expanded = host.expanded - {entry.key}
     facts.roots = roots
-    reachable = ex.reach(roots, {}, cuda_edges(facts))
+    reachable = ex.reach(roots, {}, cuda_edges(facts)) | expanded
     # CUDA sources enter through reachable load_inline calls; then their host functions become callable.
     for src, _caller in ex.load_inline_sources(reachable):
         facts.inline_sources.append(src)
@@ -520,7 +611,8 @@ def extract_python(facts: Facts) -> None:
     if facts.errors:
         return
     cuda_hosts = {f.name: k for k, f in funcs.items() if f.lang == "cuda" and f.kind == "cpp"}
-    facts.reachable = ex.reach(roots, cuda_hosts, cuda_edges(facts)) if facts.inline_sources else reachable
+    facts.reachable = ((ex.reach(roots, cuda_hosts, cuda_edges(facts)) | expanded) if facts.inline_sources
+                       else reachable)
     facts.launches = ex.launch_order(roots[-1])
     inline_kernels(facts)
     unresolved = [la.line for f in facts.hosts("py") for la in f.launches

@@ -188,6 +188,8 @@ def _host_values(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> set[Any]:
         return {v}
     if e.kind == "ternary" and len(e.args) == 3:
         return _host_values(fl, e.args[1], fn, depth + 1) | _host_values(fl, e.args[2], fn, depth + 1)
+    if e.kind == "other" and e.op == "returns":  # a host helper's several returns, inlined
+        return set().union(*(_host_values(fl, r, fn, depth + 1) for r in e.args))
     if e.kind == "name":
         out: set[Any] = set()
         for d in fl.defs(e.op, fn):
@@ -214,6 +216,8 @@ def _dict_returns(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> list[tuple
         return []
     if (e.kind == "call" and e.op == "dict") or (e.kind == "tuple" and e.op == "dict"):
         return [(e, fn)]
+    if e.kind == "ternary" and len(e.args) == 3:  # a host helper's if-chain of returns, inlined
+        return _dict_returns(fl, e.args[1], fn, depth + 1) + _dict_returns(fl, e.args[2], fn, depth + 1)
     if e.kind == "name":
         out = []
         for d in fl.defs(e.op, fn):
