@@ -42,6 +42,7 @@ import math
 import os
 import socket
 import sqlite3
+import stat as stat_mod
 import sys
 import threading
 import time
@@ -56,7 +57,6 @@ from d2kgrade.io import pid_alive
 STORE_SCHEMA_VERSION = 1
 DB_NAME = "results.sqlite"
 LOCK_NAME = "run.lock"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 EpisodeStatus = str
 EPISODE_STATUSES = ("finished", "failed", "api_failed", "budget_exhausted", "no_submission")
@@ -346,17 +346,16 @@ def check_store_file(path: Path) -> None:
     """
     path = Path(path)
     keep = "; nothing was changed (restore it from a backup, or move the run directory away and use a new one)"
+    # Never open() the file itself: closing any descriptor of it drops the POSIX locks that this process's SQLite
+    # connections hold on it (a resumed run in the same process would then corrupt the store). stat and SQLite only.
     try:
-        if not path.is_file():
-            raise RunStoreError(f"{path}: not a regular file, expected the run store (an SQLite file){keep}")
-        with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
+        st = path.stat()
     except OSError as exc:
         raise RunStoreError(f"{path}: cannot read the run store ({exc.strerror}){keep}") from None
-    if not head:
+    if not stat_mod.S_ISREG(st.st_mode):
+        raise RunStoreError(f"{path}: not a regular file, expected the run store (an SQLite file){keep}")
+    if st.st_size == 0:
         raise RunStoreError(f"{path}: is empty (0 bytes), not a run store{keep}")
-    if head != SQLITE_MAGIC:
-        raise RunStoreError(f"{path}: is not an SQLite database (garbled, or another kind of file){keep}")
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
         try:
@@ -369,6 +368,9 @@ def check_store_file(path: Path) -> None:
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            raise RunStoreError(f"{path}: is not an SQLite database (garbled, or another kind of file){keep}") \
+                from None
         raise RunStoreError(f"{path}: the run store is damaged ({exc}){keep}") from None
     if row is None or not str(row[0]).isdigit() or int(row[0]) != STORE_SCHEMA_VERSION:
         raise RunStoreError(f"{path}: run store schema {row[0] if row else 'unknown'}, this d2kgrade reads "

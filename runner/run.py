@@ -376,4 +376,5 @@ def _run_locked(config: RunConfig, out: Path, *, suite: Suite, tasks: list[str],
         status = "interrupted" if ctx.cancel.is_set() else "completed"
     finally:
         store.end_session(session, status=status)
+    store.close()  # only once every episode thread is done with it (an interrupted session leaves it open)
     return RunResult(out, run_id, merged, len(plan), len(plan) - len(todo), rows, interrupted=status != "completed")
