@@ -45,7 +45,7 @@ MOVEMENT_OPS = frozenset("""
 empty empty_like empty_strided empty_permuted new_empty new_empty_strided zeros zeros_like new_zeros ones
 ones_like new_ones full full_like new_full scalar_tensor arange fill_ zero_ resize_ set_ lift lift_fresh
 lift_fresh_copy detach detach_ alias _local_scalar_dense item
-copy_ _copy_from _copy_from_and_resize clone contiguous to _to_copy type_as
+copy_ clone contiguous to _to_copy type_as
 view _unsafe_view reshape _reshape_alias as_strided expand expand_as broadcast_to permute numpy_T mT t transpose
 swapaxes swapdims movedim squeeze unsqueeze flatten unflatten slice select narrow split split_with_sizes
 unsafe_split tensor_split chunk unbind view_as view_as_real view_as_complex unfold
