@@ -102,6 +102,19 @@ def grid_sized(fl: Flow, fn: Function, step: Expr) -> bool:
     return False
 
 
+def control_names(fl: Flow, e: Expr, fn: Function, depth: int = 3) -> set[str]:
+    """Names (and callee names) read by the ``if`` conditions under which the definitions of the names in ``e``
+    are made: what an if-chain of literals (``num_warps = 4; if BLOCK >= 2048: num_warps = 8``) depends on."""
+    out: set[str] = set()
+    for n, f, _ in fl.walk(e, fn, depth=depth):
+        if n.kind != "name" or f is not fn:
+            continue
+        for d in fl.defs(n.op, fn):
+            for g in d.guards:
+                out |= {x.op for x, _, _ in fl.walk(g, fn, depth=depth) if x.kind in ("name", "call")}
+    return out
+
+
 def _grid_dims(grid: Expr) -> tuple[Expr, ...]:
     return grid.args if grid.kind == "tuple" else (grid,)
 

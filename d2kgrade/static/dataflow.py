@@ -151,7 +151,7 @@ class Flow:
     def _outer(self, name: str, fn: Function) -> list[Assign]:
         parts = fn.key.split(".")[:-1]
         while parts:  # closures: a nested function reads its enclosing function's variables
-            outer = self.funcs.get(".".join(parts))
+            outer = self.funcs.get(".".join(parts)) or self.funcs.get(".".join(parts) + ".<module>")
             if outer is not None:
                 d = outer.defs().get(name)
                 if d:

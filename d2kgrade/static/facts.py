@@ -48,6 +48,9 @@ class Facts:
     """CUDA pragmas, includes, inline asm, vector types, reinterpret casts, cooperative groups."""
     foreign_dsl: str = ""
     """Name of an unsupported kernel DSL the file imports (CuTe DSL, TileLang, Numba...), if any."""
+    segments: list[tuple[int, int, str]] = field(default_factory=list)
+    """Sibling modules of a multi-file submission: (first virtual line, last virtual line, path). Their lines
+    follow the graded file's in :attr:`lines` (see :mod:`d2kgrade.static.siblings`)."""
     _lines: list[str] | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
@@ -60,10 +63,24 @@ class Facts:
 
     @property
     def lines(self) -> list[str]:
-        """The file's lines."""
+        """The file's lines (then those of its sibling modules, in the virtual line space of :attr:`segments`)."""
         if self._lines is None:
             self._lines = self.text.splitlines()
         return self._lines
+
+    def extend_lines(self, path: str, lines: list[str], first: int) -> None:
+        """Append a sibling module's lines so that its line 1 is virtual line ``first``."""
+        own = self.lines
+        own.extend([""] * (first - 1 - len(own)))
+        own.extend(lines)
+        self.segments.append((first, first + max(len(lines), 1) - 1, path))
+
+    def locate(self, line: int) -> tuple[str, int]:
+        """(file, line in that file) of a virtual line."""
+        for first, last, path in self.segments:
+            if first <= line <= last + 1:
+                return path, line - first + 1
+        return self.path, line
 
     @property
     def languages(self) -> set[str]:

@@ -10,6 +10,7 @@ property ``unknown`` and the reason in ``FileGrade.error``.
 
 from __future__ import annotations
 
+import ast
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -87,9 +88,12 @@ _new_grade = _constructor(PropertyGrade, property_id="p", level="L1", rater="sta
 def _evidence(facts: Facts, res: CheckResult) -> list[Evidence]:
     # constructed, not validated: the fields are built here from ints and strs of the right types, so pydantic's
     # validation (a third of grade_property's own time) would only copy them
-    return [_new_evidence(file=facts.path, start_line=s.line, end_line=max(s.end_line, s.line),
-                          code=facts.snippet(s.line, s.end_line), note=s.note)
-            for s in res.evidence[:MAX_EVIDENCE]]
+    out = []
+    for s in res.evidence[:MAX_EVIDENCE]:
+        path, line = facts.locate(s.line) if facts.segments else (facts.path, s.line)
+        out.append(_new_evidence(file=path, start_line=line, end_line=line + max(s.end_line - s.line, 0),
+                                 code=facts.snippet(s.line, s.end_line), note=s.note))
+    return out
 
 
 def _grade(**fields: object) -> PropertyGrade:
@@ -221,12 +225,40 @@ def collect_files(paths: list[Path]) -> list[Path]:
         if not p.exists():
             raise UserError(f"{p}: no such file or directory")
         if p.is_dir():
-            out.extend(sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in KERNEL_SUFFIXES))
+            found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in KERNEL_SUFFIXES)
+            out.extend(f for f in found if not _helper_module(f, found))
         else:
             out.append(p)
     if not out:
         raise UserError("no kernel files (*.py, *.cu, *.cuh) to grade in " + ", ".join(str(p) for p in paths))
     return out
+
+
+def _helper_module(f: Path, files: list[Path]) -> bool:
+    """Is ``f`` a module that another file of its folder imports and that binds no ``kernel`` itself (a helper
+    of a multi-file submission, graded through the file that imports it)?"""
+    if f.suffix != ".py":
+        return False
+    from d2kgrade.static.extract import MAX_BYTES, read_source
+    from d2kgrade.static.entry import live_binding
+    from d2kgrade.static.siblings import imported_modules
+
+    def tree(path: Path):  # noqa: ANN202
+        data, _ = read_source(path, MAX_BYTES)
+        try:
+            return ast.parse(data or b"")
+        except (SyntaxError, ValueError):
+            return None
+
+    own = tree(f)
+    if own is None or live_binding(own) is not None:
+        return False
+    for other in files:
+        if other is not f and other.parent == f.parent and other.suffix == ".py":
+            t = tree(other)
+            if t is not None and f.stem in imported_modules(t):
+                return True
+    return False
 
 
 def grade_files(rubric: Rubric, paths: list[Path], *, task: Task | None = None, gating: bool = False) -> list[FileGrade]:

@@ -151,6 +151,14 @@ class HostInliner:
                 dst.assigns.append(Assign((name,), new, a.line, a.end_line, loops, guards, None, a.aug))
                 return
             new_value = cp(value)
+            base = new_value.args[0]
+            while base.kind == "sub" and base.args:
+                base = base.args[0]
+            if base.kind == "name":  # cache[key] = v (self._cache[n] = (block, warps)): what reading it returns
+                self.values[base.op + "[]"] = new_value.args[1]
+                if base.op.startswith(INSTANCE) and a.targets == (self_param,):
+                    dst.assigns.append(Assign((base.op,), new_value, a.line, a.end_line, loops, guards, None, a.aug))
+                    return
         else:
             new_value = cp(value)
         targets = tuple(rename.get(t, t) for t in a.targets)
@@ -228,8 +236,8 @@ class HostInliner:
                 new = rename.get(e.op)
                 if e.op == self_param and self_name is not None:
                     new = self_name
-                elif new is None and scope and f"{scope}.{e.op}" in funcs:  # a nested function, by its full key
-                    new = f"{scope}.{e.op}"
+                elif new is None and scope:  # a nested function or a sibling module's, by its full key
+                    new = _scoped(funcs, scope, e.op)
                 out = e if new is None else Expr("name", new, (), None, None, e.value, e.line, e.end_line)
             elif (e.kind == "attr" and self_name is not None and e.recv is not None and e.recv.kind == "name"
                   and e.recv.op == self_param):
@@ -325,12 +333,18 @@ class HostInliner:
                          self_param or "self")
         if not rets:
             return Expr("const", "None", value=None, line=at.line, end_line=at.end_line)
-        rets = [self._function_ref(r, fn) for r in rets]
+        rets = [self._deref(self._function_ref(r, fn)) for r in rets]
         if len(rets) == 1:
             return rets[-1]
         cp = self._copier(sub, {}, {}, callee.self_name, self_param or "self", fn.key)
         conds = [tuple(cp(g) for g in gs) for gs in fn.return_guards] if len(fn.return_guards) == len(rets) else []
         return _choice(rets, conds)
+
+    def _deref(self, r: Expr) -> Expr:
+        """``cache[key]`` returned by a memoising helper: the value the helper stored under a key."""
+        if r.kind == "sub" and r.args and r.args[0].kind == "name" and r.args[0].op + "[]" in self.values:
+            return self.values[r.args[0].op + "[]"]
+        return r
 
     def _function_ref(self, r: Expr, fn: Function) -> Expr:
         """A returned nested function (``return run`` in a factory) as a name that resolves from anywhere."""
@@ -525,6 +539,17 @@ def _element(ret: Expr, index: int) -> tuple[Expr, int | None]:
         if all(i is None for _, i in parts):
             return Expr("other", "returns", tuple(e for e, _ in parts), line=ret.line, end_line=ret.end_line), None
     return ret, index
+
+
+def _scoped(funcs: dict[str, Function], scope: str, name: str) -> str | None:
+    """The key ``name`` resolves to from inside function ``scope`` when that is not ``name`` itself."""
+    parts = scope.split(".")
+    while parts:
+        cand = ".".join(parts) + "." + name
+        if cand in funcs:
+            return cand
+        parts.pop()
+    return None
 
 
 def _starred(args: list[Expr]) -> bool:

@@ -20,6 +20,7 @@ from d2kgrade.static.facts import Facts
 from d2kgrade.static.host import HostInliner, entry_function
 from d2kgrade.static.ir import COMPUTED, Assign, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
 from d2kgrade.static.lower import Lowerer
+from d2kgrade.static.siblings import add_siblings
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class PyExtractor:
         self.classes: dict[str, list[str]] = {}
         self.aliases: dict[str, list[str]] = {}
         self.bases: dict[str, list[str]] = {}
+        self.sibling_modules: list[str] = []
+        """Keys of the module-level code of imported sibling modules (:mod:`d2kgrade.static.siblings`)."""
 
     # ------------------------------------------------------------------------------------------ module scan
 
@@ -111,6 +114,7 @@ class PyExtractor:
         low.body(body)
         for nested in low.nested:
             self._function(nested, "")
+        add_siblings(self, tree)
         self._module_aliases(module)
 
     def _imports(self, tree: ast.Module) -> None:
@@ -280,10 +284,11 @@ class PyExtractor:
         return Autotune(configs, key, generated, e.line, e.end_line)
 
     def _module_values(self, name: str) -> list[Expr]:
-        module = self.facts.functions.get(MODULE_KEY)
-        if module is None:
-            return []
-        return [a.value for a in module.defs().get(name, [])]
+        for key in [MODULE_KEY, *self.sibling_modules]:
+            module = self.facts.functions.get(key)
+            if module is not None and module.defs().get(name):
+                return [a.value for a in module.defs()[name]]
+        return []
 
     def _module_aliases(self, module: Function) -> None:
         """``k = triton.jit(fn)``, ``k = triton.autotune(...)(triton.heuristics(...)(fn))`` and ``kernel = fn`` at
@@ -602,6 +607,7 @@ def extract_python(facts: Facts) -> None:
         funcs["kernel"] = flat
         roots.append("kernel")
         expanded = host.expanded - {entry.key}
+    roots[1:1] = ex.sibling_modules  # an imported module's code runs at import (the entry stays last)
     facts.roots = roots
     reachable = ex.reach(roots, {}, cuda_edges(facts)) | expanded
     # CUDA sources enter through reachable load_inline calls; then their host functions become callable.

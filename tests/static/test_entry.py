@@ -204,3 +204,23 @@ def test_launches_through_host_structures_are_followed(form, rubric, tmp_path):
     assert got["L3.exp2-fold"] == "present" and got["L3.reciprocal-scale"] == "present"
     facts = extract_facts(_write(tmp_path, _ROW_KERNEL + _HOSTS[form]))
     assert [la.kernel for la in facts.launches] == ["_row"] and facts.launches[0].caller == "kernel"
+
+
+# ------------------------------------------------------------------------------------------------ multi-file
+
+
+def test_a_sibling_module_is_linked_to_the_entry(tmp_path, rubric):
+    """kernel.py imports its kernels from a module beside it: the kernels count, evidence names the module."""
+    (tmp_path / "kernels_mod.py").write_text(_ROW_KERNEL + _HOSTS["helper"].replace("def kernel(", "def run("))
+    entry = tmp_path / "kernel.py"
+    entry.write_text("from kernels_mod import run\n\n\ndef kernel(x):\n    return run(x)\n")
+    fg = grade_file(rubric, entry)
+    got = {g.property_id.split(".", 1)[1]: g for g in fg.properties}
+    assert got["L2.row-in-registers"].verdict == "present"
+    ev = got["L1.one-read-one-write"].evidence[0]
+    assert ev.file.endswith("kernels_mod.py") and "tl.load" in ev.code
+    assert ev.code.splitlines()[0].strip() == (tmp_path / "kernels_mod.py").read_text().splitlines()[
+        ev.start_line - 1].strip()
+    from d2kgrade.static.grade import collect_files
+
+    assert collect_files([tmp_path]) == [entry]  # the helper module is graded through its importer

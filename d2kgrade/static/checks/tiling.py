@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from d2kgrade.static.checkutil import as_list, code, is_persistent, matches, span, tile_loop_refs
+from d2kgrade.static.checkutil import control_names, as_list, code, is_persistent, matches, span, tile_loop_refs
 from d2kgrade.static.dataflow import Flow, Site, flow, site_of
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import COMPUTED, Expr, Function
@@ -82,6 +82,7 @@ def num_warps_from_block(facts: Facts, lang: str) -> CheckResult:
             other = {n.op for e in list(la.args) + [v for k, v in la.kwargs.items() if k != "num_warps"]
                      for n, _, _ in fl.walk(e, caller, depth=3) if n.kind == "name"}
             deps = {n.op for n, _, _ in fl.walk(nw, caller, depth=4) if n.kind in ("name", "call")}
+            deps |= control_names(fl, nw, caller)  # num_warps = 4; if BLOCK >= 2048: num_warps = 8
             if deps & other or any(matches(d, ("triton.next_power_of_2", "next_power_of_2")) for d in deps):
                 return found(f"num_warps computed from the block size for {fn.name}",
                              [span(nw, "num_warps"), span(la, "launch")], 0.8)
