@@ -483,6 +483,42 @@ class JudgeSpec(Model):
     """What makes it ``not_met`` even when it superficially looks present."""
 
 
+class TransformRef(Model):
+    """A named ablation transform (from ``d2kgrade.ablate.registry``) applied with arguments."""
+
+    transform: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """Registered transform name, e.g. ``strip_eviction_hints``."""
+    args: dict[str, Any] = {}
+    """Keyword arguments of the transform."""
+
+    @field_validator("transform")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from d2kgrade.ablate.registry import TRANSFORM_NAMES  # names only: no libcst, no torch
+
+        if v not in TRANSFORM_NAMES:
+            raise ValueError(f"unknown ablation transform {v!r}; known: {', '.join(sorted(TRANSFORM_NAMES))}")
+        return v
+
+
+class AblationSpec(Model):
+    """How ``d2kgrade ablate`` removes one property from a kernel: transforms, or why there is none."""
+
+    transforms: list[TransformRef] = []
+    """Applied in order to the same file; together they make the one ablated variant of the property."""
+    require: Literal["all", "any"] = "all"
+    """``all``: every transform must find something to change, else the property has no variant in that file;
+    ``any``: the ones that apply are enough."""
+    none: str | None = Field(default=None, min_length=1)
+    """Why the property has no faithful transform (it is the algorithm itself, or needed for correctness)."""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> AblationSpec:
+        if bool(self.transforms) == (self.none is not None):
+            raise ValueError("give either transforms or none (the reason there is no transform), not both or neither")
+        return self
+
+
 class Property(Model):
     """One gradable design property; its id is a guidance id of the task."""
 
@@ -498,6 +534,8 @@ class Property(Model):
     """The judge question."""
     deprecated: bool = False
     """Retired with its guidance item; kept so old grades still join."""
+    ablation: AblationSpec | None = None
+    """How to remove the property for ``d2kgrade ablate`` (absent: not yet decided)."""
 
 
 class Rubric(Model):
