@@ -162,6 +162,10 @@ def missing_document(doc: Document, runs: list[Run], table: pd.DataFrame, reason
     if table.empty or _agents(table).empty:
         missing.append("ended agent episodes: run `d2kgrade run --model M --out RUN_DIR` (rerun it to resume); "
                        "episodes that failed on the API are run again on resume")
+    elif (_agents(table)["final_status"] == "no_submission").all():
+        st = ", ".join(sorted(set(_agents(table)["status"])))
+        missing.append(f"a submitted kernel: every agent episode ended without one (statuses: {st}); rerun "
+                       "`d2kgrade run` on the same RUN_DIR to resume (episodes that failed on the API run again)")
     if not any(r.tables.grades for r in runs):
         missing.append("grades: `d2kgrade judge --run RUN_DIR`")
     if missing:

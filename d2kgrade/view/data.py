@@ -27,13 +27,6 @@ from d2kgrade.records import EvalResult
 
 log = logging.getLogger(__name__)
 
-ABLATIONS_FILE = "ablations.jsonl"
-ABLATION_FIELDS = ("schema_version", "task", "episode", "arm", "model", "seed", "property", "level", "transform",
-                   "present", "status", "slowdown", "ci_low", "ci_high", "noise_pct", "estimated_from_reference",
-                   "message")
-"""The fields of one ``d2kgrade ablate`` record (``d2kgrade.ablate.results.AblationRecord``)."""
-
-
 def slug(text: str) -> str:
     """A file-name-safe form of an id (dots and dashes kept: ``softmax.guided-all.s0``)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "_"
@@ -63,37 +56,25 @@ class Ablations:
     """The ablation records of one run, or why there are none."""
 
     rows: list[dict[str, Any]]
-    """One dict per record, with the fields of :data:`ABLATION_FIELDS`."""
+    """One dict per record (``d2kgrade.ablate.results.AblationRecord`` dumped)."""
     note: str = ""
     """Why there are no rows (no file, unreadable file), for the pages."""
 
 
 def load_ablations(run_dir: Path) -> Ablations:
-    """``RUN_DIR/ablations.jsonl`` through ``d2kgrade.ablate.results.load_run_ablations`` when that module is
-    installed, else read here against the same field list."""
-    path = run_dir / ABLATIONS_FILE
-    if not path.is_file():
-        return Ablations([], f"no ablations: {path.name} is not in {run_dir} (run `d2kgrade ablate` on this run)")
+    """``RUN_DIR/ablations.jsonl`` (``d2kgrade ablate``) through :func:`d2kgrade.ablate.results.load_run_ablations`;
+    a missing or unreadable file becomes the sentence the pages show instead."""
+    from d2kgrade.ablate.results import ABLATIONS_FILE, load_run_ablations
+    from d2kgrade.errors import UserError
+
+    if not (run_dir / ABLATIONS_FILE).is_file():
+        return Ablations([], f"no ablations: {ABLATIONS_FILE} is not in {run_dir} (run `d2kgrade ablate` on this "
+                             "run)")
     try:
-        from d2kgrade.ablate.results import load_run_ablations  # type: ignore[import-not-found]
-    except ImportError:
-        load_run_ablations = None
-    if load_run_ablations is not None:
-        return Ablations([r.model_dump() for r in load_run_ablations(run_dir)])
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            return Ablations([], f"{path}: line {lineno} is not valid JSON ({exc.msg}); ablations not shown")
-        missing = [f for f in ("task", "episode", "property", "status") if f not in obj]
-        if not isinstance(obj, dict) or missing:
-            return Ablations([], f"{path}: line {lineno} lacks {', '.join(missing) or 'an object'}; ablations "
-                                 "not shown")
-        rows.append({f: obj.get(f) for f in ABLATION_FIELDS})
-    return Ablations(rows, "" if rows else f"{path} holds no ablation record")
+        rows = [r.model_dump() for r in load_run_ablations(run_dir)]
+    except UserError as exc:
+        return Ablations([], f"ablations not shown: {exc}")
+    return Ablations(rows, "" if rows else f"{run_dir / ABLATIONS_FILE} holds no ablation record")
 
 
 @dataclass

@@ -114,6 +114,8 @@ def build_site(run_dirs: list[Path], out: Path, *, cfg: ScoreConfig | None = Non
                suite_root: Path | None = None,
                progress: Callable[[int, int], None] | None = None) -> SiteReport:
     """Write the viewer site of ``run_dirs`` into ``out`` (created; pages of an earlier build are replaced)."""
+    from d2kgrade.ablate.results import REFERENCE_PREFIX
+
     cfg = cfg or ScoreConfig(resamples=0)
     runs = load_runs(run_dirs)
     refs_runs = load_runs(reference_dirs) if reference_dirs else []
@@ -144,7 +146,7 @@ def build_site(run_dirs: list[Path], out: Path, *, cfg: ScoreConfig | None = Non
             eid = row["episode_id"]
             ctx = EpisodeContext(row=row, run=run, result=finals.get(eid), grades=grades.get(eid, []),
                                  pairs=[by_key[k] for k in row["pair_keys"]], references=refs,
-                                 ablations=abl.get(eid, []) + (abl.get(f"reference:{row['task']}", [])
+                                 ablations=abl.get(eid, []) + (abl.get(f"{REFERENCE_PREFIX}{row['task']}", [])
                                                                if row["agent"] == "reference" else []),
                                  ablation_note=run.ablations.note, properties=props)
             page = render_episode(ctx, page_shell)

@@ -73,11 +73,20 @@ def test_html_is_self_contained_and_matches_the_markdown_twin(built):
     for link in links:
         assert (md_path.parent / link).is_file()
     assert html.count("<table>") == len(re.findall(r"^\|---", md, flags=re.M))
-    # the headline row of the pooled model carries the scored numbers
+    # the headline rows of the pooled model carry the scored numbers, one metric a row, with n
     c = next(c for c in score.comparisons if c.model == "all")
     d = c.metrics["correctness"]
-    cell = f"{fmt.value(d.baseline, 'pct')} → {fmt.value(d.treatment, 'pct')} ({fmt.delta(d.delta, 'pct')}"
-    assert cell in md and cell in html
+    row = (f"| all | guided | Correct | {d.n} | {fmt.value(d.baseline, 'pct')} | {fmt.value(d.treatment, 'pct')} | "
+           f"{fmt.delta(d.delta, 'pct')} | {fmt.interval(d.ci_low, d.ci_high, 'pct', signed=True)} |")
+    assert row in md
+    assert f"<td>{fmt.value(d.baseline, 'pct')}</td><td>{fmt.value(d.treatment, 'pct')}</td>" in html
+    assert "– → –" not in md and "(– )" not in md
+    # the headline table as LaTeX (booktabs), beside the report
+    tex = (html_path.parent / "report_headline.tex").read_text()
+    assert "\\begin{tabular}" in tex and "\\toprule" in tex and "$\\Delta$" in tex
+    assert tex.count(" \\\\") == 1 + len(score.comparisons) * 6  # header + 6 metrics per comparison
+    base_tex = fmt.value(d.baseline, "pct").replace("%", r"\%")
+    assert f"all & guided & Correct & {d.n} & {base_tex}" in tex
     assert "Landis &amp; Koch (1977)" in html and "Landis & Koch (1977)" in md
 
 
