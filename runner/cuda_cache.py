@@ -79,5 +79,6 @@ def prebuild(source: str, *, timeout_s: float = 900.0) -> dict[str, Any]:
         return {"built": True, "cached": True, "seconds": 0.0, "log": ""}
     t0 = time.monotonic()
     outcome = run_job(JobSpec(config={"mode": "prebuild", "source": source, "source_sha": sha}, device="cpu",
-                              env=build_env(sha), timeout_s=timeout_s, mem_limit_bytes=32 << 30))
+                              host_env=build_env(sha), host_write=[str(extensions_dir(sha))], timeout_s=timeout_s,
+                              mem_limit_bytes=32 << 30))
     return {"built": is_built(sha), "cached": False, "seconds": time.monotonic() - t0, "log": outcome.log}

@@ -18,6 +18,7 @@ context, the memory limit).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import random
@@ -32,7 +33,7 @@ from typing import Any
 
 from d2kgrade.errors import UserError
 from d2kgrade.io import load_model
-from d2kgrade.records import EvalResult, Environment, Flag, OutputError, Timing, WorkloadResult
+from d2kgrade.records import BaselineTiming, EvalResult, Environment, Flag, OutputError, Timing, WorkloadResult
 from d2kgrade.schema import TASK_ID_RE, Task, Workload
 from runner import cuda_cache, hidden as hidden_mod, profile_proof, roofline, stats, tripwires
 from runner.sandbox import JobOutcome, JobSpec, run_job
@@ -51,14 +52,19 @@ class EvalOptions:
     """Correctness trials per workload (at least one per input distribution), plus one repeat trial."""
     hidden_trials: int = 2
     """Trials on the hidden workload."""
-    cpu_rotation_reps: int = 3
-    """CPU: calls on rotated buffers with every output checked (the GPU checks every timed call instead)."""
     target_s: float = 0.4
     """Timed wall time to aim for per timed function and workload."""
     min_reps: int = 20
     max_reps: int = 500
     compile_baseline: bool = True
-    """Time the baseline under torch.compile too."""
+    """Time the torch.compile candidates too (off: only the eager and peer candidates)."""
+    baselines: bool = True
+    """Check and time the task's baseline candidates at all (ablation rounds and tests turn them off)."""
+    live_baselines: bool = False
+    """Measure every baseline again instead of taking cached figures (``--live-baselines``)."""
+    rotation_range: tuple[int, int] | None = None
+    """Rotated calls on CPU, drawn per workload from the secret seed (default
+    :data:`runner.evaluator.CPU_ROTATION_RANGE`)."""
     warmup_ms: float = 100.0
     """GPU work (L2 flushes) queued before each timed batch, so the SM clock has left idle (see runner.timing)."""
     tripwires: bool = True
@@ -248,31 +254,38 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
                         "hidden": True, "timed": False})
     ceilings = opts.ceilings or (roofline.load_ceilings(gpu["name"]) if (gpu and do_timing) else None)
     job_env: dict[str, str] = {}
+    host_env: dict[str, str] = {}
+    host_write: list[str] = []
     if dev == "cuda":
         job_env["CUDA_VISIBLE_DEVICES"] = gpu["physical"] if gpu else str(index)
     if tripwires.uses_load_inline(source):
         sha = cuda_cache.source_hash(source)
-        job_env.update(cuda_cache.build_env(sha))
+        host_env.update(cuda_cache.build_env(sha))
+        host_write.append(str(cuda_cache.extensions_dir(sha)))
         if dev == "cuda" and not cuda_cache.is_built(sha):
             built = cuda_cache.prebuild(source)
             log.info("prebuild of %s: %s in %.1f s", task.id, "built" if built["built"] else "no top-level build",
                      built["seconds"])
+    limit = timeout_s if timeout_s is not None else (300.0 if dev == "cpu" else 1200.0)
+    stall = opts.stall_s if opts.stall_s is not None else (120.0 if dev == "cpu" else 300.0)
     config = {
         "task": task.model_dump(mode="json"),
         "reference_py": str((root / "tasks" / task.id / "reference.py").resolve()),
         "source": source, "source_sha": result.submission_sha256, "seed": run_seed, "device": dev,
         "workloads": entries, "trials": opts.trials, "hidden_trials": opts.hidden_trials,
-        "cpu_rotation_reps": opts.cpu_rotation_reps, "ceilings": ceilings, "huge_input_bytes": opts.huge_input_bytes,
+        "rotation_range": list(opts.rotation_range) if opts.rotation_range else None, "ceilings": ceilings,
+        "huge_input_bytes": opts.huge_input_bytes, "stall_s": stall, "driver": gpu["driver"] if gpu else None,
         "trusted_cache_dir": str(roofline.cache_dir() / "trusted"),
         "timing": {"enabled": do_timing, "target_s": opts.target_s, "min_reps": opts.min_reps,
                    "max_reps": opts.max_reps, "compile": opts.compile_baseline, "host_backend": opts.host_timing,
-                   "warmup_ms": opts.warmup_ms},
+                   "warmup_ms": opts.warmup_ms, "baselines": opts.baselines,
+                   "live_baselines": opts.live_baselines},
     }
-    limit = timeout_s if timeout_s is not None else (300.0 if dev == "cpu" else 1200.0)
     mem = opts.mem_limit_bytes or (16 << 30 if dev == "cpu" else max(8 << 30, _ram_bytes() // 2))
-    stall = opts.stall_s if opts.stall_s is not None else (120.0 if dev == "cpu" else 300.0)
-    outcome = run_job(JobSpec(config=config, device=dev, env=job_env, timeout_s=limit, stall_s=stall,
-                              mem_limit_bytes=mem), mode=opts.mode)
+    deny = sorted({str(root.resolve()), str(Path(__file__).resolve().parent.parent), str(roofline.cache_dir()),
+                   os.getcwd(), str(Path.home())} - {"/"})
+    outcome = run_job(JobSpec(config=config, device=dev, env=job_env, host_env=host_env, host_write=host_write,
+                              deny=deny, timeout_s=limit, stall_s=stall + 60.0, mem_limit_bytes=mem), mode=opts.mode)
     return _aggregate(result, task, outcome, chosen, hidden_wl, ceilings, gpu, dev, source, t0)
 
 
@@ -304,6 +317,8 @@ class _WL:
     eager: list[float] | None = None
     compiled: list[float] | None = None
     batch_event_ms: float | None = None
+    candidates: list[dict[str, Any]] | None = None
+    clock: dict[str, Any] | None = None
 
 
 def _timing(samples: list[float] | None) -> Timing | None:
@@ -322,6 +337,7 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
     flags = list(result.flags)
     own_names = tripwires.own_kernel_names(source)
     current: str | None = None
+    task_fault: str | None = None
     done = imported = False
     import_status: tuple[str, str] | None = None
     harness_error: str | None = None
@@ -347,18 +363,21 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             ceilings = msg.get("ceilings")
             if gpu and ceilings:
                 roofline.save_ceilings(gpu["name"], ceilings)
+        elif kind == "sandbox":
+            result.environment = result.environment.model_copy(update={"sandbox": str(msg.get("description", ""))})
+        elif kind == "task_fault":
+            task_fault = str(msg.get("message", "the task failed"))
         elif kind == "baseline":
             w = wls.get(wl)
             if w is not None:
-                w.eager, w.compiled = msg.get("eager"), msg.get("compiled")
-                w.result.compile_warmup_s = msg.get("compile_warmup_s")
-                if msg.get("error"):
-                    flags.append(Flag(code="baseline_failed", severity="warning",
-                                      message=f"{wl}: the baseline failed: {msg['error'][:300]}"))
+                w.candidates = list(msg.get("candidates", []))
         elif kind == "import_start":
             imported = True
         elif kind == "import_error":
-            import_status = (msg.get("status", "compile_error"), msg.get("message", ""))
+            text = msg.get("message", "")
+            if msg.get("limitation"):
+                text = f"the Triton interpreter cannot run this: {msg['limitation']}\n{text}"
+            import_status = (msg.get("status", "compile_error"), text)
         elif kind == "flag":
             flags.append(Flag(code=msg["code"], message=msg["message"]))
             fail(wl or current, "rejected", msg["message"])
@@ -383,7 +402,8 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             elif not w.failed and score > w.worst:
                 w.worst, w.result.errors = score, errs
         elif kind == "call_error":
-            fail(wl, msg.get("status", "runtime_error"), f"{msg.get('what')}: {msg.get('message', '')}")
+            why = f"the Triton interpreter cannot run this: {msg['limitation']}; " if msg.get("limitation") else ""
+            fail(wl or current, msg.get("status", "runtime_error"), f"{msg.get('what')}: {why}{msg.get('message', '')}")
         elif kind == "rotation":
             w = wls.get(wl)
             if w is not None:
@@ -399,6 +419,7 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
                 w.result.message = f"timing skipped: {msg['skipped']}"
                 continue
             w.samples = msg.get("samples")
+            w.clock = msg.get("clock") or {}
             w.result.checked_calls += int(msg.get("checked", 0))
             batch = msg.get("batch") or {}
             w.result.host_ms = batch.get("wall_ms")
@@ -412,11 +433,7 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
                 continue
             if not msg.get("ok", True):
                 fail(wl, "incorrect", "the profiled call returned a wrong output")
-            for f in profile_proof.judge(msg.get("summary", {}), own_names=own_names,
-                                         forbidden_ops=task.forbidden_ops,
-                                         allowed_library_ops=task.allowed_library_ops,
-                                         data_numel=int(msg.get("data_numel", 1)), device=dev,
-                                         own_launches=msg.get("own_launches"), workload=wl):
+            for f in _judge_profile(msg, task, own_names, dev, wl):
                 flags.append(f)
                 fail(wl, "rejected", f.message)
         elif kind == "workload_end":
@@ -437,9 +454,12 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
     # Timing statistics, speedups, roofline, hidden work: decided here, from raw samples. The evidence of faked
     # speed (under the roofline floor, hidden work) is weighed even when a timed output was also wrong: work left
     # on a side stream usually fails the in-stream recheck as well, and "rejected" says more than "incorrect".
+    if task_fault is not None:
+        raise UserError(f"task {task.id}: {task_fault} (a fault of the task, not of the submission)")
     for name, w in wls.items():
         r = w.result
-        r.time, r.eager, r.compiled = _timing(w.samples), _timing(w.eager), _timing(w.compiled)
+        _baselines_into(r, w.candidates)
+        r.time = _timing(w.samples)
         if r.time is None:
             continue
         passed = r.status == "passed"
@@ -448,6 +468,18 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             r.speedup_eager = r.eager.median_ms / med
         if passed and r.compiled and med > 0:
             r.speedup_compiled = r.compiled.median_ms / med
+        best = next((b for b in r.baselines if b.name == r.best_baseline), None)
+        if passed and best is not None and best.time and med > 0:
+            r.speedup_best = best.time.median_ms / med
+        clock = w.clock or {}
+        if clock.get("available"):
+            r.evaluator_ms = float(clock["implied_ms"])
+            if clock.get("untrusted"):
+                msg = (f"{name}: the kernel host's CUDA events say {clock['events_mean_ms'] * 1e3:.1f} us per call, "
+                       f"but the evaluator's own clock implies at least {clock['implied_ms'] * 1e3:.1f} us "
+                       f"(margin {clock['margin_ms'] * 1e3:.1f} us): the timing was under-reported")
+                flags.append(Flag(code="timing.untrusted", message=msg))
+                fail(name, "rejected", msg)
         wobj = next((x for x in chosen if x.name == name), None)
         if ceilings and wobj is not None:
             try:
@@ -491,7 +523,8 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
     elif not done:
         rc = out.returncode
         how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with code {rc}"
-        stop_reason = ("crashed", f"the worker {how} before finishing".replace("worker killed", "worker was killed"))
+        stop_reason = ("crashed", f"the evaluator {how} before finishing".replace("evaluator killed",
+                                                                                  "evaluator was killed"))
     if harness_error and not imported:
         raise RuntimeError(f"evaluator fault before the submission was loaded: {harness_error}")
     if stop_reason:
@@ -521,7 +554,61 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             fail(w.result.name, status, f"not run: {message}"[:4000])
     result.workloads = [w.result for w in wls.values()]
     result = _finish(result, t0, status=status, message=message)
-    return result.model_copy(update={"wall_s": time.monotonic() - t0})
+    return redact_result(result.model_copy(update={"wall_s": time.monotonic() - t0}))
+
+
+def redact_result(result: EvalResult) -> EvalResult:
+    """The result with the caller's secret values replaced in every text (:mod:`runner.redact`)."""
+    from runner.redact import MARK, redact, secret_values
+
+    values = secret_values()
+    if not values:
+        return result
+    text = result.model_dump_json()
+    clean = redact(text, [json.dumps(v)[1:-1] for v in values])
+    if clean == text:
+        return result
+    log.warning("a secret value of this process's environment appeared in the evaluation's output; replaced by %s",
+                MARK)
+    return EvalResult.model_validate_json(clean)
+
+
+def _baselines_into(r: WorkloadResult, candidates: list[dict[str, Any]] | None) -> None:
+    """Every candidate's record, the eager and compile columns, and the best (fastest ``ok``) candidate."""
+    if not candidates:
+        return
+    out = []
+    for c in candidates:
+        samples = c.get("samples")
+        timing = _timing(samples)
+        fields = {k: c.get(k) for k in ("name", "kind", "status", "reason", "vendor", "max_tol_ratio", "cached",
+                                        "measured_at", "cache_key", "compile_warmup_s") if c.get(k) is not None}
+        out.append(BaselineTiming(**fields, time=timing))
+    r.baselines = out
+    by_name = {b.name: b for b in out}
+    eager, compiled = by_name.get("eager"), by_name.get("compile")
+    r.eager = eager.time if eager and eager.status == "ok" else None
+    r.compiled = compiled.time if compiled and compiled.status == "ok" else None
+    r.compile_warmup_s = compiled.compile_warmup_s if compiled else None
+    ok = [b for b in out if b.status == "ok" and b.time is not None]
+    if ok:
+        r.best_baseline = min(ok, key=lambda b: b.time.median_ms).name  # type: ignore[union-attr]
+
+
+def _judge_profile(msg: dict[str, Any], task: Task, own_names: list[str], dev: str, wl: str | None) -> list[Flag]:
+    """The profile proof of one workload's merged calls (glue ops passed where the judge takes them)."""
+    import inspect
+
+    kwargs: dict[str, Any] = {"own_names": own_names, "forbidden_ops": task.forbidden_ops,
+                              "allowed_library_ops": task.allowed_library_ops,
+                              "data_numel": int(msg.get("data_numel", 1)), "device": dev,
+                              "own_launches": msg.get("own_launches"), "workload": wl or ""}
+    if "glue_ops" in inspect.signature(profile_proof.judge).parameters:
+        kwargs["glue_ops"] = task.glue_ops
+    summary = dict(msg.get("summary", {}))
+    if dev == "cuda" and not msg.get("profiled"):
+        summary.pop("kernels", None)
+    return profile_proof.judge(summary, **kwargs)
 
 
 __all__ = ["evaluate", "run_evaluation", "EvalOptions", "default_suite_root", "load_task", "gpu_info",

@@ -28,6 +28,24 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, TORCH_NAMES[name])  # type: ignore[no-any-return]
 
 
+_WIRE_DTYPES = {str(getattr(torch, n)).replace("torch.", ""): getattr(torch, n) for n in
+                ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32",
+                 "int16", "int8", "uint8", "bool")}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The wire name of a torch dtype (``float32``), as the kernel host reports it."""
+    return str(dtype).replace("torch.", "")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """The torch dtype of a wire name; ValueError for anything else."""
+    try:
+        return _WIRE_DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}") from None
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """A workload resolved against its task: concrete shapes, torch dtypes and scalar arguments."""

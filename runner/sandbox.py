@@ -68,8 +68,9 @@ SECRET_ENV = re.compile(
 """Dropped even when the allowlist would keep them (``TRITON_REMOTE_TOKEN``...)."""
 
 # The worker entry: `python -I` leaves the script folder and PYTHONPATH off sys.path, so put the package root on.
-BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.worker as w; a = [int(x) for x in sys.argv[3:]]; "
-        "w.zygote_main(*a) if sys.argv[2] == 'zygote' else w.spawn_main(*a)")
+BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.worker as w; "
+        "w.zygote_main(int(sys.argv[3])) if sys.argv[2] == 'zygote' else "
+        "w.spawn_main(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))")
 
 
 def scrub_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
@@ -158,7 +159,14 @@ class JobSpec:
     device: str
     """``cuda`` or ``cpu`` (cpu: Triton interpreter, no GPU visible)."""
     env: dict[str, str] = field(default_factory=dict)
-    """Per-job variables on top of the scrubbed environment (caches, HOME...)."""
+    """Per-job variables on top of the scrubbed environment, for the evaluator and the kernel host
+    (``CUDA_VISIBLE_DEVICES``)."""
+    host_env: dict[str, str] = field(default_factory=dict)
+    """Variables for the kernel host alone (its build cache: ``TORCH_EXTENSIONS_DIR``...)."""
+    host_write: list[str] = field(default_factory=list)
+    """Folders the kernel host may write besides its temp folder (given to its uid); its caches."""
+    deny: list[str] = field(default_factory=list)
+    """Folders the kernel host must not read (the suite, the run store, the trusted caches, the caller's cwd)."""
     timeout_s: float = 600.0
     """Wall limit of the whole job."""
     stall_s: float | None = None
@@ -178,6 +186,10 @@ class JobOutcome:
     """Verified messages with the parent's monotonic arrival time."""
     returncode: int | None = None
     """Exit code (negative: killed by that signal); None if unknown."""
+    host_status: int | None = None
+    """The kernel host's wait status, as the job leader saw it (negative exit codes are not used here)."""
+    sandbox: str = ""
+    """How the host was contained (uid, what could not be enforced)."""
     timed_out: bool = False
     stalled: bool = False
     mem_exceeded: bool = False
@@ -246,10 +258,14 @@ def _feed_config(fd: int, payload: bytes) -> None:
 
 
 def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
-    """Run one worker job in the sandbox and supervise it until it ends, times out, stalls or overruns memory."""
+    """Run one job (a job leader, its kernel host and its evaluator: :mod:`runner.worker`) and supervise it until
+    it ends, times out, stalls or overruns memory; then make sure nothing of it is left running."""
+    from runner import containment
+
     mode = mode or os.environ.get("D2KGRADE_EVAL_MODE", "zygote")
     if mode not in ("zygote", "spawn"):
         raise ValueError(f"D2KGRADE_EVAL_MODE must be zygote or spawn, got {mode!r}")
+    sweep_stale()
     if mode == "zygote":
         try:
             _zygote(spec.device)
@@ -258,17 +274,36 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
             mode = "spawn"
     key = secrets.token_bytes(32)
     workdir = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
+    uid = containment.pick_uid() if containment.is_root() else None
+    host_dir = Path(tempfile.mkdtemp(prefix="d2k-host-", dir=_host_tmp_root()))
+    (host_dir / ".leader").write_text(str(os.getpid()))
+    sandbox_note = f"kernel host as uid {uid}" if uid else containment.protect_self()
+    if uid:
+        for folder in [host_dir, *map(Path, spec.host_write)]:
+            folder.mkdir(parents=True, exist_ok=True)
+            containment.own_tree(folder, uid)
+        os.chmod(host_dir, 0o700)
     job_env = {"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONDONTWRITEBYTECODE": "1",
                "TRITON_CACHE_DIR": str(workdir / ".triton"), **spec.env}
-    config = {**spec.config, "channel_key": key.hex(),
-              "limits": {"as_bytes": spec.mem_limit_bytes if spec.device == "cpu" else None,
-                         "fsize_bytes": spec.fsize_limit_bytes}}
-    payload = json.dumps(config).encode()
+    host_env = {**scrub_env(os.environ), **_device_env(spec.device), "HOME": str(host_dir), "TMPDIR": str(host_dir),
+                "PYTHONDONTWRITEBYTECODE": "1", "TRITON_CACHE_DIR": str(host_dir / ".triton"),
+                "TORCHINDUCTOR_CACHE_DIR": str(host_dir / ".inductor"), **spec.env, **spec.host_env}
+    limits = {"as_bytes": spec.mem_limit_bytes if spec.device == "cpu" else None,
+              "fsize_bytes": spec.fsize_limit_bytes}
+    host_cfg = {"device": spec.device, "dir": str(host_dir), "uid": uid, "env": host_env, "limits": limits,
+                "write_roots": [str(host_dir), *spec.host_write], "deny_roots": [*spec.deny, str(workdir)],
+                "sandbox": sandbox_note}
+    job = {"cwd": str(workdir), "env": job_env, "host": host_cfg, "mode": spec.config.get("mode", "evaluate")}
+    if job["mode"] == "prebuild":
+        payload = spec.config["source"].encode()
+    else:
+        payload = json.dumps({**spec.config, "channel_key": key.hex(),
+                              "limits": {"fsize_bytes": spec.fsize_limit_bytes}}).encode()
     cfg_r, cfg_w = os.pipe()
     res_r, res_w = os.pipe()
     log_path = workdir / "worker.log"
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    out = JobOutcome()
+    out = JobOutcome(sandbox=sandbox_note)
     t0 = time.monotonic()
     proc: subprocess.Popen[bytes] | None = None
     status_r = -1
@@ -276,14 +311,14 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     try:
         if mode == "spawn":
             env = {**scrub_env(os.environ), **_device_env(spec.device), **job_env}
-            proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, str(ROOT), "child", str(cfg_r), str(res_w)],
+            proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, str(ROOT), "spawn", json.dumps(job),
+                                     str(cfg_r), str(res_w)],
                                     cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                                     pass_fds=(cfg_r, res_w), start_new_session=True)
             pgid = proc.pid
         else:
             status_r, status_w = os.pipe()
             try:
-                job = {"cwd": str(workdir), "env": job_env}
                 try:
                     pgid = _zygote(spec.device).fork(job, [cfg_r, res_w, log_fd, status_w])
                 except (OSError, RuntimeError):  # the zygote died (killed by a previous job?): start another
@@ -297,12 +332,16 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
         cfg_w = -1
         _supervise(out, spec, ChannelReader(key), res_r, proc, status_r, pgid, t0)
     finally:
-        _kill_group(pgid)
+        _end_group(pgid)
         if proc is not None:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        if uid:
+            containment.kill_uid(uid)
+        if mode == "zygote":
+            _sweep_zygote(spec.device)
         for fd in (cfg_r, cfg_w, res_r, res_w, log_fd, status_r):
             if fd >= 0:
                 try:
@@ -311,8 +350,57 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
                     pass
         out.log = _read_log(log_path)
         shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(host_dir, ignore_errors=True)
         out.wall_s = time.monotonic() - t0
     return out
+
+
+def _host_tmp_root() -> str:
+    """Where kernel-host temp folders go: a folder every uid can enter (the caller's TMPDIR may be private)."""
+    return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+
+
+def _end_group(pgid: int | None) -> None:
+    """Ask the job leader to contain its job (SIGTERM: it kills every descendant), then kill the group."""
+    if not pgid:
+        return
+    try:
+        os.kill(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        _kill_group(pgid)
+        return
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pgid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+        except (OSError, IndexError):
+            break
+        time.sleep(0.02)
+    _kill_group(pgid)
+
+
+def sweep_stale() -> int:
+    """Remove kernel-host temp folders whose evaluation is gone (a caller killed with ``kill -9``); returns how
+    many. A folder names its caller's pid in ``.leader``."""
+    removed = 0
+    root = Path(_host_tmp_root())
+    for folder in root.glob("d2k-host-*"):
+        try:
+            pid = int((folder / ".leader").read_text())
+        except (OSError, ValueError):
+            pid = -1
+        if pid > 0 and Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            if time.time() - folder.stat().st_mtime < 60 and pid < 0:
+                continue  # being created right now
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 def _supervise(out: JobOutcome, spec: JobSpec, reader: ChannelReader, res_r: int,
@@ -327,17 +415,17 @@ def _supervise(out: JobOutcome, spec: JobSpec, reader: ChannelReader, res_r: int
         now = time.monotonic()
         if now - t0 > spec.timeout_s:
             out.timed_out = True
-            _kill_group(pgid)
+            _end_group(pgid)
             break
         if imported and spec.stall_s is not None and now - last_msg > spec.stall_s:
             out.stalled = out.timed_out = True
-            _kill_group(pgid)
+            _end_group(pgid)
             break
         if spec.device != "cpu" and now >= next_rss and pgid:
             next_rss = now + 0.5
             if _group_rss(pgid) > spec.mem_limit_bytes:
                 out.mem_exceeded = True
-                _kill_group(pgid)
+                _end_group(pgid)
                 break
         watch = [fd for fd, open_ in ((res_r, res_open), (status_r, status_r >= 0 and not exited)) if open_]
         ready = select.select(watch, [], [], 0.2)[0] if watch else []
@@ -353,7 +441,7 @@ def _supervise(out: JobOutcome, spec: JobSpec, reader: ChannelReader, res_r: int
                         out.messages.append((last_msg, msg))
                 except ForgedMessage as exc:
                     out.forged = str(exc)
-                    _kill_group(pgid)
+                    _end_group(pgid)
                     break
         if not exited:
             if proc is not None:
@@ -365,7 +453,9 @@ def _supervise(out: JobOutcome, spec: JobSpec, reader: ChannelReader, res_r: int
                 exited = True
                 if data:
                     st = json.loads(data)
-                    out.returncode = os.waitstatus_to_exitcode(st["status"])
+                    if st.get("evaluator") is not None:
+                        out.returncode = os.waitstatus_to_exitcode(st["evaluator"])
+                    out.host_status = st.get("host")
             if exited:
                 exited_at = time.monotonic()
         if exited and (not res_open or time.monotonic() - exited_at > 2.0):
@@ -434,6 +524,12 @@ class _Zygote:
             raise RuntimeError("the evaluation zygote died")
         return int(json.loads(reply)["pid"])
 
+    def sweep(self) -> None:
+        """Kill processes re-parented to the zygote that are not live job leaders (orphans of a killed job)."""
+        with self.lock:
+            self.sock.send(json.dumps({"op": "sweep"}).encode())
+            self.sock.recv(4096)
+
     def close(self) -> None:
         try:
             self.sock.close()
@@ -470,6 +566,16 @@ def _zygote(device: str) -> _Zygote:
                 _ZYGOTES.pop(key, None)
                 raise
         return z
+
+
+def _sweep_zygote(device: str) -> None:
+    key = (device, json.dumps({**scrub_env(os.environ), **_device_env(device)}, sort_keys=True))
+    z = _ZYGOTES.get(key)
+    if z is not None and z.alive():
+        try:
+            z.sweep()
+        except OSError:
+            pass
 
 
 @atexit.register

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from d2kgrade.errors import UserError
 from d2kgrade.records import EvalResult
 from runner.evaluate import EvalOptions, evaluate, run_evaluation
+from runner.evaluator import CPU_ROTATION_RANGE
 from runner.stats import seed_hash
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +44,7 @@ def test_honest_variants_pass(path: Path) -> None:
     smoke, hidden = r.workloads
     assert (smoke.name, hidden.name, hidden.hidden) == ("smoke", "hidden", True)
     assert smoke.trials == 4 and hidden.trials == 2  # three distributions + the repeat trial; hidden: two
-    assert smoke.checked_calls == 3
+    assert CPU_ROTATION_RANGE[0] <= smoke.checked_calls <= CPU_ROTATION_RANGE[1]  # drawn from the secret seed
     assert hidden.params != smoke.params
     assert r.environment.interpreter and r.environment.device == "cpu" and smoke.time is None
 
@@ -96,7 +97,7 @@ def test_secrets_never_reach_the_worker(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_crash_then_clean_run_and_error_statuses(tmp_path: Path) -> None:
-    crashed = run(HERE / "adversarial" / "segfault.py", tripwires=False)
+    crashed = run(HERE / "adversarial" / "segfault_signal.py", tripwires=False)
     assert crashed.status == "crashed" and "signal 11" in crashed.message
     raising = tmp_path / "raises.py"
     raising.write_text("import torch\n\ndef kernel(x):\n    raise ValueError('boom from the kernel')\n")

@@ -2,7 +2,7 @@
 # expect: rejected
 # flag: static.file_access
 # runtime: rejected
-# runtime-flag: forged_message
+# runtime-flag: protocol.malformed
 import json
 import os
 import struct

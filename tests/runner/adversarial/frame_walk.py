@@ -2,7 +2,7 @@
 # expect: rejected
 # flag: static.frame_walk
 # runtime: rejected
-# runtime-flag: harness_patched
+# runtime-flag: sandbox.refused
 import sys
 
 import torch

@@ -1,8 +1,7 @@
 # exploit: patch the harness's comparison so every output passes
 # expect: rejected
 # flag: static.harness_import
-# runtime: rejected
-# runtime-flag: harness_patched
+# runtime: incorrect
 import torch
 import runner.compare
 

@@ -2,7 +2,6 @@
 # expect: rejected
 # flag: static.monkeypatch
 # runtime: rejected
-# runtime-flag: harness_patched
 import time
 
 import torch

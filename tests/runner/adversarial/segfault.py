@@ -1,7 +1,8 @@
 # exploit: crash the worker with a segmentation fault
 # expect: rejected
 # flag: static.dynamic_code
-# runtime: crashed
+# runtime: rejected
+# runtime-flag: sandbox.refused
 import ctypes
 
 import torch

@@ -1,0 +1,387 @@
+"""The evaluator's side of timing, profiling and the op record: what it asks the host for and how it checks it.
+
+**Timed batches.** The kernel host times with CUDA events (:mod:`runner.host_timing`: rotation, L2 flush, pad,
+events, back to back). Everything else is here: the input sets are made and their references computed here;
+the host copies each rep's outputs into evaluator-owned slots right after the call's end event, and the
+evaluator compares every one (the first output per input set with the reference in float64, the others bit for
+bit with it) before it writes the next sets. Long batches are cut into chunks of at most :data:`CHUNK_BYTES` of
+outputs, each with input sets drawn afresh.
+
+**The evaluator's clock.** The events are the host's word. The evaluator times each batch itself, from sending
+the request to receiving the answer, and knows what a batch costs besides the kernel: before the submission is
+loaded, while the host is still clean, it runs calibration batches of a null kernel with the same buffers
+(copy in, flush, output copies) at two lengths, and fits ``wall = fixed + reps x per_rep``. For a real batch
+``(wall - fixed) / reps - per_rep - pad`` is the kernel time the clock implies; events whose mean is under it by
+more than :func:`untrusted_margin` are ``timing.untrusted`` (rejected): the host under-reported.
+
+**Profiled calls.** Every call of the hidden workload, and checked calls at positions drawn from the secret seed
+(:data:`runner.evaluator.PROFILE_SHARE`, at least one per workload on CUDA), run under the profiler; every call
+runs under the always-on op record. The evaluator merges them per workload and ships one summary to the caller,
+which judges it (:func:`runner.profile_proof.judge`).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Any
+
+from runner.evaluator import PROFILE_SHARE, Stop
+from runner.host_client import HostFailure
+
+PROBE_REPS = 3
+CHUNK_BYTES = 8 << 30
+"""Outputs one batch may stage on the GPU (the host keeps a copy of every rep's outputs until the batch ends)."""
+CALIBRATION_REPS = (8, 24)
+UNTRUSTED_FRACTION = 0.15
+UNTRUSTED_FLOOR_MS = 0.01
+
+
+def untrusted_margin(implied_ms: float, per_rep_noise_ms: float) -> float:
+    """How far under the clock's implied kernel time the events' mean may fall before they are not believed:
+    15% of it, or three times the calibration's per-rep noise plus 10 us, whichever is larger."""
+    return max(UNTRUSTED_FRACTION * implied_ms, 3 * per_rep_noise_ms + UNTRUSTED_FLOOR_MS)
+
+
+class Timer:
+    """Timing, the baselines, the profile schedule and the op record of one evaluation."""
+
+    PROBE_REPS = PROBE_REPS
+
+    def __init__(self, ev: Any) -> None:
+        from runner.stats import derive_seed
+
+        self.ev = ev
+        cfg = ev.cfg
+        t = cfg.get("timing", {})
+        self.t = t
+        self.enabled = bool(t.get("enabled")) and (ev.device.type == "cuda" or bool(t.get("host_backend")))
+        self.rng = random.Random(derive_seed(ev.seed, "profile-positions"))
+        self.flush: Any = None
+        self.calibration: dict[str, dict[str, float]] = {}
+        self.agg: dict[str, dict[str, Any]] = {}
+        self._profiled: dict[str, int] = {}
+
+    # ------------------------------------------------------------------------------------------ before import
+
+    def before_import(self) -> None:
+        """Ceilings, baselines and clock calibration, while no submission code has run anywhere."""
+        if not self.enabled:
+            return
+        ev = self.ev
+        from runner.timing import flush_buffer
+
+        if not ev.cfg.get("ceilings") and ev.device.type == "cuda":
+            from runner.roofline import measure_ceilings
+
+            ev.chan.send("ceilings", ceilings=measure_ceilings(ev.device))
+        self.flush = flush_buffer(ev.device)
+        cache = None
+        if ev.device.type == "cuda" and ev.cfg.get("trusted_cache_dir") and self.t.get("baselines", True):
+            from pathlib import Path
+
+            from runner.baselines import Cache
+
+            cache = Cache(Path(ev.cfg["trusted_cache_dir"]) / "baselines.sqlite")
+        from runner.baselines import run_candidates
+        from runner.evaluator import _environment
+
+        env = {**_environment(ev.device), "driver": ev.cfg.get("driver")}
+        for wl, spec, hidden, timed in ev.workloads:
+            if not timed or hidden:
+                continue
+            if self.t.get("baselines", True):
+                cands = run_candidates(ev, wl, spec, flush=self.flush, cache=cache,
+                                       live=bool(self.t.get("live_baselines")), env=env)
+                ev.chan.send("baseline", workload=wl.name, candidates=cands)
+            self.calibration[wl.name] = self._calibrate(wl, spec)
+        if cache is not None:
+            cache.close()
+        if ev.device.type == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def _calibrate(self, wl: Any, spec: Any) -> dict[str, float]:
+        """Fit ``wall = fixed + reps x per_rep`` for null-kernel batches on this workload's buffers."""
+        ev = self.ev
+        rot = self.rotation(wl, spec, "calibration", "null")
+        null = [[str(spec.dtypes[t.name]).replace("torch.", ""), list(spec.shapes[t.name])] for t in ev.task.outputs]
+        points = []
+        for reps in (*CALIBRATION_REPS, *CALIBRATION_REPS):
+            req, set_bufs, outs = self._batch_request(spec, rot, reps, start=0,
+                                                      warmup_ms=float(self.t.get("warmup_ms", 100)), pad_ms=0.0)
+            req["null"] = null
+            t0 = time.perf_counter()
+            self.ev.host.batch(req)
+            points.append((reps, 1e3 * (time.perf_counter() - t0)))
+            for b in (*set_bufs, *outs):
+                b.close()
+        xs = [p[0] for p in points]
+        ys = [p[1] for p in points]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
+        fixed = my - slope * mx
+        resid = [y - (fixed + slope * x) for x, y in points]
+        noise = statistics.pstdev(resid) / max(xs)
+        cal = {"fixed_ms": fixed, "per_rep_ms": max(0.0, slope), "noise_ms": noise}
+        ev.chan.send("calibration", workload=wl.name, **cal)
+        return cal
+
+    # ------------------------------------------------------------------------------------------ profile + ops
+
+    def profile_now(self) -> bool:
+        """Whether the next checked call runs under the profiler (CUDA; the draw is secret)."""
+        if self.ev.device.type != "cuda":
+            return False
+        return self.rng.random() < PROFILE_SHARE
+
+    def record_call(self, wl: str, reply: Any) -> None:
+        a = self.agg.setdefault(wl, {"ops": {}, "interp_ops": {}, "kernels": {}, "own_launches": None,
+                                     "calls": 0, "profiled": 0})
+        a["calls"] += 1
+        for key in ("ops", "interp_ops"):
+            for op, n in getattr(reply.ops, key).items():
+                a[key][op] = max(a[key].get(op, 0), n)
+        if reply.kernels is not None:
+            a["profiled"] += 1
+            for name, k in reply.kernels.items():
+                rec = a["kernels"].setdefault(name, {"count": 0, "us": 0.0})
+                rec["count"] += k.count
+                rec["us"] += k.us
+        if reply.own_launches is not None:
+            a["own_launches"] = reply.own_launches if a["own_launches"] is None else min(a["own_launches"],
+                                                                                       reply.own_launches)
+
+    def send_profile(self, wl: Any) -> None:
+        """One merged profile message per workload (a profiled call first, on CUDA, if none was drawn)."""
+        ev = self.ev
+        a = self.agg.get(wl.name)
+        if a is None:
+            return
+        if ev.device.type == "cuda" and a["profiled"] == 0:
+            spec = ev._spec
+            try:
+                originals = ev._make(spec, "profile", dist=ev.dists[0])
+                ins, outs = ev.io_buffers(spec)
+                try:
+                    ev._trial(spec, wl.name, 10_000, "profiled", originals, ins, outs, profile=True)
+                finally:
+                    for b in (*ins, *outs):
+                        b.close()
+            except Stop:
+                raise
+            except HostFailure:
+                raise
+        n = 1
+        for s in ev._spec.shapes.values():
+            m = 1
+            for d in s:
+                m *= int(d)
+            n = max(n, m)
+        ev.chan.send("profile", workload=wl.name, summary={"ops": a["ops"], "interp_ops": a["interp_ops"],
+                                                           "kernels": a["kernels"]},
+                     data_numel=n, own_launches=a["own_launches"], calls=a["calls"], profiled=a["profiled"])
+
+    # ------------------------------------------------------------------------------------------ rotation
+
+    def n_sets(self, spec: Any) -> int:
+        """Input sets per batch: 2-4 as GPU memory allows (see :mod:`runner.timing`)."""
+        ev = self.ev
+        torch = ev.torch
+        if ev.device.type != "cuda":
+            return 2
+        per_set = sum(_nbytes(spec.shapes[t.name], spec.dtypes[t.name]) * 3 for t in ev.task.inputs) + \
+            sum(_nbytes(spec.shapes[t.name], spec.dtypes[t.name]) * 3 for t in ev.task.outputs)
+        free, _ = torch.cuda.mem_get_info(ev.device)
+        return max(1, min(4, int(0.3 * free // max(per_set, 1))))
+
+    def rotation(self, wl: Any, spec: Any, salt: str, tag: str, with_refs: bool = False) -> Any:
+        """Fresh input sets (and their references) on the evaluator's device."""
+        from runner.timing import Rotation
+        from runner.trials import output_tuple
+
+        from runner.huge_inputs import rotation_contents
+
+        ev = self.ev
+        sets = self.n_sets(spec)
+        # Sets after the first reuse its huge inputs (what the host's batch shares), so each set's reference
+        # is computed on what the kernel gets.
+        contents = rotation_contents(lambda j: ev._make(spec, salt, tag, j, dist=ev.dists[j % len(ev.dists)]), sets,
+                                     ev.huge(spec))
+        refs = [tuple(r.clone() for r in output_tuple(ev.ref.reference(*c, **spec.scalars))) for c in contents] \
+            if with_refs else []
+        return Rotation(contents, [tuple(t.clone() for t in c) for c in contents], refs)
+
+    def probe_local(self, call: Any, rot: Any) -> tuple[int, float]:
+        """Pace a trusted function (a baseline) in this process: repetitions for ``target_s`` and the pad."""
+        from runner.timing import choose_reps, pad_for, timed_reps
+
+        t = self.t
+        timed_reps(call, rot, rot.size, self.flush, warmup_ms=0)
+        stats: dict[str, float] = {}
+        t0 = time.perf_counter()
+        timed_reps(call, rot, PROBE_REPS, self.flush, start_rep=rot.size, warmup_ms=0, stats=stats)
+        per_rep = (time.perf_counter() - t0) / PROBE_REPS
+        pad = pad_for(stats.get("host_ms_per_rep", 0.0))
+        return choose_reps(per_rep + pad / 1e3, t["target_s"], t["min_reps"], t["max_reps"]), pad
+
+    # ------------------------------------------------------------------------------------------ the submission
+
+    def _batch_request(self, spec: Any, rot: Any, reps: int, *, start: int, warmup_ms: float, pad_ms: float,
+                       wall_rounds: int = 0) -> tuple[dict[str, Any], list[Any], list[Any]]:
+        """Shared buffers for the sets and one ``[reps, *shape]`` slot per output, and the request using them
+        (the host unmaps them when the batch ends)."""
+        ev = self.ev
+        huge = ev.huge(spec)
+        first = ev.new_buffers([(tuple(t.shape), t.dtype) for t in rot.contents[0]])
+        set_bufs = [first] + [[f if h else ev.new_buffers([(tuple(t.shape), t.dtype)])[0]
+                               for f, t, h in zip(first, content, huge, strict=True)] for content in rot.contents[1:]]
+        for bufs, content in zip(set_bufs, rot.contents, strict=True):
+            for b, t, h in zip(bufs, content, huge, strict=True):
+                if not h or bufs is first:
+                    b.tensor.copy_(t)
+        outs = ev.new_buffers([((reps, *spec.shapes[t.name]), spec.dtypes[t.name]) for t in ev.task.outputs])
+        req = {"sets": [[b.id for b in bufs] for bufs in set_bufs], "outs": [b.id for b in outs], "reps": reps,
+               "start": start, "scalars": spec.scalars, "warmup_ms": warmup_ms, "pad_ms": pad_ms,
+               "wall_rounds": wall_rounds, "shared": [i for i, h in enumerate(huge) if h]}
+        if any(huge):
+            from runner.stats import derive_seed
+
+            req["fingerprint_key"] = derive_seed(ev.seed, spec.workload.name, "batch", start, reps)
+        unique = {id(b): b for bufs in set_bufs for b in bufs}
+        return req, list(unique.values()), outs
+
+    def _run_batch(self, wl: Any, spec: Any, rot: Any, reps: int, *, start: int, pad_ms: float,
+                   warmup_ms: float, check: Any, wall_rounds: int = 0) -> tuple[Any, float]:
+        """One timed batch: returns the reply and the evaluator's wall milliseconds around it. Every rep's
+        outputs are copied out of their slots and checked before this returns."""
+        req, set_bufs, outs = self._batch_request(spec, rot, reps, start=start, warmup_ms=warmup_ms,
+                                                  pad_ms=pad_ms, wall_rounds=wall_rounds)
+        t0 = time.perf_counter()
+        reply = self.ev.host.batch(req, timeout_s=float(self.ev.cfg.get("stall_s") or 300.0) + 60.0)
+        wall = 1e3 * (time.perf_counter() - t0)
+        try:
+            self.ev._violations(wl.name)
+            self.ev._check_host("timing", wl.name)
+            self.record_call(wl.name, reply)
+            if not reply.ok:
+                return reply, wall
+            if req.get("fingerprint_key") is not None:
+                huge = self.ev.huge(spec)
+                self.ev._huge_unchanged(wl.name, "timed calls", [t for t, h in zip(rot.contents[0], huge, strict=True)
+                                                                 if h],
+                                        [t.name for t, h in zip(self.ev.task.inputs, huge, strict=True) if h],
+                                        req["fingerprint_key"], reply.fingerprints)
+            if reply.screened:
+                check.problems += list(reply.screened)
+            staged = [o.tensor.clone().to(self.ev.device) for o in outs]
+            for r in range(reps):
+                _, content = rot.slot(start + r)
+                check(content, tuple(s[r].clone() for s in staged))  # poison() fills a view's whole storage
+            del staged
+            check.settle()
+        finally:
+            for b in (*set_bufs, *outs):
+                b.close()
+        return reply, wall
+
+    def time_submission(self, wl: Any, spec: Any) -> None:
+        """Probe, timed batch, wall-clock cross-check; every output checked; the clock compared with the events."""
+        ev = self.ev
+        torch = ev.torch
+        from runner.timing import choose_reps, pad_for
+
+        t = self.t
+        try:
+            rot = self.rotation(wl, spec, "timing", "0", with_refs=True)
+        except torch.OutOfMemoryError:
+            ev.chan.send("timing", workload=wl.name, skipped="not enough GPU memory for the rotated input sets")
+            return
+        check = ev_recheck(ev, spec, rot)
+        warm = float(t.get("warmup_ms", 100.0))
+        probe, _ = self._run_batch(wl, spec, rot, rot.size + PROBE_REPS, start=0, pad_ms=0.0, warmup_ms=0.0,
+                                   check=check)
+        if not probe.ok:
+            self._timing_error(wl, probe)
+            return
+        per_rep_ms = statistics.fmean(probe.samples_ms[rot.size:]) if len(probe.samples_ms) > rot.size else 0.0
+        pad = pad_for(probe.host_ms_per_rep)
+        reps = choose_reps((per_rep_ms + pad + self._overhead(wl)) / 1e3, t["target_s"], t["min_reps"],
+                           t["max_reps"])
+        out_bytes = sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
+        chunk = max(1, min(reps, int(CHUNK_BYTES // max(out_bytes, 1))))
+        samples: list[float] = []
+        clock: list[tuple[int, float, float]] = []
+        start = rot.size + PROBE_REPS
+        done = 0
+        while done < reps:
+            n = min(chunk, reps - done)
+            if done:
+                rot = self.rotation(wl, spec, "timing", str(done), with_refs=True)
+                check = ev_recheck(ev, spec, rot, check)
+            reply, wall = self._run_batch(wl, spec, rot, n, start=start + done, pad_ms=pad, warmup_ms=warm,
+                                          check=check)
+            if not reply.ok:
+                self._timing_error(wl, reply)
+                return
+            samples += reply.samples_ms
+            clock.append((n, wall, reply.pad_ms))
+            done += n
+        rounds = max(1, min(8, reps // rot.size))
+        cross, _ = self._run_batch(wl, spec, rot, 0, start=start + done, pad_ms=0.0, warmup_ms=0.0, check=check,
+                                   wall_rounds=rounds)
+        ev._check_host("the wall-clock cross-check", wl.name)
+        ev.chan.send("timing", workload=wl.name, samples=samples, batch=cross.wall or {}, sets=rot.size,
+                     checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
+                     clock=self._clock(wl, samples, clock))
+
+    def _overhead(self, wl: Any) -> float:
+        cal = self.calibration.get(wl.name)
+        return cal["per_rep_ms"] if cal else 0.0
+
+    def _clock(self, wl: Any, samples: list[float], chunks: list[tuple[int, float, float]]) -> dict[str, Any]:
+        """The evaluator's clock against the events (see the module docstring)."""
+        cal = self.calibration.get(wl.name)
+        reps = sum(n for n, _, _ in chunks)
+        if not cal or not reps or not samples:
+            return {"available": False}
+        implied = sum(w - cal["fixed_ms"] - n * (cal["per_rep_ms"] + pad) for n, w, pad in chunks) / reps
+        mean = statistics.fmean(samples)
+        margin = untrusted_margin(max(implied, 0.0), cal["noise_ms"])
+        return {"available": True, "implied_ms": implied, "events_mean_ms": mean, "margin_ms": margin,
+                "untrusted": mean < implied - margin, **{k: cal[k] for k in ("fixed_ms", "per_rep_ms", "noise_ms")}}
+
+    def _timing_error(self, wl: Any, reply: Any) -> None:
+        err = reply.error
+        self.ev.chan.send("call_error", workload=wl.name, what="timing", status=err.status, fatal=err.fatal,
+                          message=err.message)
+        if err.fatal:
+            raise Stop
+
+
+def ev_recheck(ev: Any, spec: Any, rot: Any, previous: Any = None) -> Any:
+    """A :class:`runner.timing.Recheck` of timed outputs against the rotation's references (with the task's own
+    ``check`` when it has one), carrying the counts of an earlier chunk's."""
+    from runner.checks import make_recheck
+
+    dtypes = ev.task.tensor_dtypes(spec.workload)
+    tols = [ev.task.tolerance_for(dtypes[t.name]) for t in ev.task.outputs]
+    check = make_recheck(rot.refs, tols, ev.device, ref=ev.ref, spec=spec, contents=rot.contents,
+                         verify=lambda: None)
+    if previous is not None:
+        check.calls, check.problems = previous.calls, previous.problems
+    return check
+
+
+def _nbytes(shape: Any, dtype: Any) -> int:
+    import torch
+
+    n = torch.empty((), dtype=dtype).element_size()
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+__all__ = ["Timer", "untrusted_margin", "ev_recheck"]

@@ -1,0 +1,136 @@
+"""The kernel host's side of a timed batch (see :mod:`runner.timing` for the method, :mod:`runner.eval_timing`
+for what the evaluator checks).
+
+The evaluator hands over S input sets in shared memory and one ``[reps, *shape]`` output slot per output. The
+host uploads the sets to its device, makes S buffer sets, and queues every rep back to back: copy a set into a
+buffer set, flush L2, pad, event, ``kernel(...)``, event, then copy each output into its slot row and poison the
+output (all queued, outside the timed region). One synchronize at the end, then the event times, and the staged
+outputs go to the shared slots for the evaluator to compare. ``null`` batches (the evaluator's calibration,
+before the submission is loaded) call no submission code: they return preallocated outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
+    """Run one batch request; returns the reply's fields (the caller adds kind, id and ok)."""
+    import torch
+
+    from runner.inputs import dtype_from_name
+    from runner.kernel_host import _recorder
+    from runner.timing import Rotation, _event, _sync, flush_buffer, spin, wall_batch, warm_up
+    from runner.trials import poison
+
+    dev = host.device
+    if host.flush is None:
+        host.flush = flush_buffer(dev)
+    flush = host.flush
+    shared = set(req.get("shared", []))
+    uploaded: dict[int, Any] = {}
+    for ids in req["sets"]:
+        for i in ids:
+            if i not in uploaded:
+                uploaded[i] = host.buffers[i].tensor.to(dev, copy=True)
+    contents = [tuple(uploaded[i] for i in ids) for ids in req["sets"]]
+    # A shared (huge) input is one tensor for every set, and it is its own buffer: never cloned, never copied.
+    rot = Rotation(contents, [tuple(t if j in shared else t.clone() for j, t in enumerate(c)) for c in contents])
+    slots = [host.buffers[i] for i in req["outs"]]
+    reps = int(req["reps"])
+    staged = [s.tensor.to(dev, copy=False) if dev.type == "cpu" else
+              torch.empty(s.shape, dtype=s.dtype, device=dev) for s in slots]
+    scalars = req.get("scalars", {})
+    if req.get("null") is not None:
+        fixed = tuple(torch.zeros(shape, dtype=dtype_from_name(d), device=dev) for d, shape in req["null"])
+
+        def call(args: tuple[Any, ...]) -> Any:
+            return fixed if len(fixed) > 1 else fixed[0]
+        recorder = None
+    else:
+        kernel = host.kernel
+
+        def call(args: tuple[Any, ...]) -> Any:
+            return kernel(*args, **scalars)
+        recorder = _recorder()
+
+    screened: list[str] = []
+    ops: dict[str, dict[str, int]] = {"ops": {}, "interp_ops": {}}
+    warm_up(flush, float(req.get("warmup_ms", 0.0)))
+    events = []
+    launches: int | None = None
+    pad = float(req.get("pad_ms", 0.0))
+    start = int(req.get("start", 0))
+    t0 = time.perf_counter()
+    for r in range(start, start + reps):
+        args, _content = rot.prepare(r)
+        flush.zero_()
+        spin(dev, pad)
+        s, e = _event(dev), _event(dev)
+        if host.launches is not None:
+            host.launches.count = 0
+        s.record()
+        if recorder is not None:
+            with recorder:
+                out = call(args)
+        else:
+            out = call(args)
+        e.record()
+        events.append((s, e))
+        if host.launches is not None and req.get("null") is None:
+            launches = host.launches.count if launches is None else min(launches, host.launches.count)
+        _stage(out, staged, r - start, screened, poison)
+        del out
+        if recorder is not None:
+            _merge(ops, recorder.summary())
+    host_ms = 1e3 * (time.perf_counter() - t0) / max(reps, 1)
+    _sync(dev)
+    samples = [s.elapsed_time(e) for s, e in events]
+    if dev.type == "cuda":
+        for slot, st in zip(slots, staged, strict=True):
+            slot.tensor.copy_(st)
+        torch.cuda.synchronize()
+    prints = None
+    if req.get("fingerprint_key") is not None:
+        from runner.huge_inputs import fingerprints
+
+        prints = fingerprints([contents[0][j] for j in sorted(shared)], int(req["fingerprint_key"])).tolist()
+    wall = None
+    if req.get("wall_rounds"):
+        wall = wall_batch(lambda a: call(a), rot, int(req["wall_rounds"]), start_rep=start + reps)
+    for i in [*req["outs"], *[i for ids in req["sets"] for i in ids]]:
+        buf = host.buffers.pop(i, None)
+        host.mirrors.pop(i, None)
+        if buf is not None:
+            buf.close()
+    return {"samples_ms": samples, "screened": screened[:64], "host_ms_per_rep": host_ms, "wall": wall,
+            "pad_ms": pad, "ops": ops, "own_launches": launches, "fingerprints": prints}
+
+
+def _stage(out: Any, staged: list[Any], row: int, screened: list[str], poison: Any) -> None:
+    """Copy one rep's outputs into row ``row`` of the staging slots (queued), or note why not."""
+    import torch
+
+    items = list(out) if type(out) is tuple else [out]
+    if len(items) != len(staged):
+        if len(screened) < 64:
+            screened.append(f"returned {len(items)} outputs, expected {len(staged)}")
+        return
+    for obj, st in zip(items, staged, strict=True):
+        if type(obj) is not torch.Tensor or obj.dtype != st.dtype or tuple(obj.shape) != tuple(st.shape[1:]) or \
+                obj.device.type != st.device.type:
+            if len(screened) < 64:
+                screened.append("a timed call returned an output of the wrong type, dtype, shape or device")
+            continue
+        st[row].copy_(obj)
+        poison(obj)
+
+
+def _merge(into: dict[str, dict[str, int]], summary: dict[str, Any]) -> None:
+    for key in ("ops", "interp_ops"):
+        for op, n in summary.get(key, {}).items():
+            into[key][op] = max(into[key].get(op, 0), int(n))
+
+
+__all__ = ["run_batch"]
