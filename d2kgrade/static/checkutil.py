@@ -67,6 +67,9 @@ def is_persistent(fl: Flow, fn: Function, loop: Loop) -> bool:
                 continue
             steps = [loop.step] if loop.step is not None and var == v else [a.value for a in carried.get(v, [])]
             for st in steps:
+                if st is not None and st.kind == "bin" and st.op == "+" and len(st.args) == 2:
+                    # tile += NUM_SMS (tile = tile + NUM_SMS): the increment is the other operand
+                    st = next((b for a, b in (st.args, st.args[::-1]) if a.kind == "name" and a.op == v), st)
                 if st is not None and grid_sized(fl, fn, st):
                     return True
     return False

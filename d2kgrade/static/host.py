@@ -174,9 +174,16 @@ class HostInliner:
             return
         target = e.recv
         kernel = target.op if target is not None and target.kind == "name" and target.op in self.funcs else ""
-        dst.launches.append(Launch(kernel or la.kernel, cp(la.grid) if la.grid is not None else None, e.args,
-                                   dict(e.kwargs or {}), dst.key, la.line, la.end_line, la.block, la.template,
-                                   target=target))
+        grid = cp(la.grid) if la.grid is not None else None
+        if grid is not None and grid.kind == "name":  # def grid(meta): the launch calls it with its meta-parameters
+            fn = self.funcs.get(grid.op) if grid.op in self.funcs else None
+            callee = Callee(fn) if fn is not None and fn.kind == "host" else self.as_callee(
+                self.values.get(grid.op, grid), dst)
+            if callee is not None and callee.fn.key != "kernel" and len(callee.fn.params) == 1:
+                meta = Expr("call", "dict", (), dict(e.kwargs or {}), line=la.line, end_line=la.end_line)
+                grid = self.call(callee, (meta,), {}, dst, loops, guards, 0, ("kernel",), grid)
+        dst.launches.append(Launch(kernel or la.kernel, grid, e.args, dict(e.kwargs or {}), dst.key, la.line,
+                                   la.end_line, la.block, la.template, target=target))
 
     def _splice(self, e: Expr) -> Expr:
         """A launch with ``*args`` / ``**meta`` whose tuple or dict is known spliced into plain arguments."""

@@ -217,7 +217,8 @@ class Lowerer:
             name = "<dynamic>"
             recv = ex(fn)
         # casts become `cast` nodes so that dtype data flow is one lookup
-        if name == ".to" and args and (dt := dtype_of(args[0]) or dtype_of(kwargs.get("dtype"))):
+        if name == ".to" and args and (dt := dtype_of(args[0]) or dtype_of(kwargs.get("dtype"))
+                                       or self.dtype_of_value(args[0])):
             e = Expr("cast", dt, (recv,) if recv is not None else (), None, None, None, line, end)
             self.f.calls.append(Call("cast", e, self.loops, self.guards))
             return e
@@ -232,6 +233,23 @@ class Lowerer:
         e = Expr("call", name, args, kwargs or None, recv, None, line, end)
         self.f.calls.append(Call(name, e, self.loops, self.guards))
         return e
+
+    def dtype_of_value(self, e: Expr) -> str | None:
+        """The dtype of ``y.dtype`` when ``y``'s latest definition in this function fixes it: a cast
+        (``w_f = w.to(tl.float32)``) or an allocation with a dtype (``acc = tl.zeros(..., dtype=tl.float32)``).
+        ``x.to(acc.dtype)`` is then a cast to that dtype."""
+        if e.kind != "attr" or e.op != "dtype" or e.recv is None or e.recv.kind != "name":
+            return None
+        for a in reversed(self.f.assigns):
+            if e.recv.op in a.targets and a.index is None:
+                v = a.value
+                if v.kind == "cast":
+                    return v.op
+                if v.kind == "call" and v.op in ("tl.zeros", "tl.full", "tl.empty", "tl.zeros_like", "tl.full_like"):
+                    return dtype_of(v.kw("dtype")) or (dtype_of(v.args[-1]) if v.op == "tl.full" and
+                                                       len(v.args) == 3 else None)
+                return None
+        return None
 
     # ------------------------------------------------------------------------------------------ statements
 

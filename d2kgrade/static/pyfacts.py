@@ -102,16 +102,15 @@ class PyExtractor:
         module = Function(MODULE_KEY, MODULE_KEY, "py", "host", [], 1, max(len(facts.lines), 1))
         facts.functions[MODULE_KEY] = module
         low = Lowerer(module, facts.imports, facts.consts, self.loop_ids)
-        body = []
+        # the module's own code first: decorators read module-level names (autotune config lists built there)
+        low.body([st for st in tree.body if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                                 ast.Import, ast.ImportFrom))
+                  and not _is_main_guard(st) and not any(st is k for k in skip)])
         for st in tree.body:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._function(st, "")
             elif isinstance(st, ast.ClassDef):
                 self._class(st)
-            elif (not _is_main_guard(st) and not isinstance(st, (ast.Import, ast.ImportFrom))
-                  and not any(st is k for k in skip)):
-                body.append(st)
-        low.body(body)
         for nested in low.nested:
             self._function(nested, "")
         add_siblings(self, tree)
@@ -262,6 +261,9 @@ class PyExtractor:
                 elif n.kind == "name" and n.op not in self.facts.consts:
                     for v in self._module_values(n.op):
                         collect(v, depth + 1)
+                    for v in self._module_appends(n.op):  # CONFIGS.append(triton.Config(...)) in a loop
+                        generated = True
+                        collect(v, depth + 1)
                 elif n.kind == "call" and n.recv is None and n.op in self.facts.functions:
                     generated = True
                     g = self.facts.functions[n.op]
@@ -289,6 +291,17 @@ class PyExtractor:
             if module is not None and module.defs().get(name):
                 return [a.value for a in module.defs()[name]]
         return []
+
+    def _module_appends(self, name: str) -> list[Expr]:
+        """What module-level code appends to (or extends) a module-level list ``name``."""
+        out: list[Expr] = []
+        for key in [MODULE_KEY, *self.sibling_modules]:
+            module = self.facts.functions.get(key)
+            for c in module.calls if module is not None else []:
+                r = c.expr.recv
+                if c.name in (".append", ".extend", ".insert") and r is not None and r.kind == "name" and r.op == name:
+                    out.extend(c.expr.args)
+        return out
 
     def _module_aliases(self, module: Function) -> None:
         """``k = triton.jit(fn)``, ``k = triton.autotune(...)(triton.heuristics(...)(fn))`` and ``kernel = fn`` at

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from d2kgrade.static.checkutil import as_list, code, exclusive, is_persistent, matches, span
 from d2kgrade.static.dataflow import Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Call, Expr, Function, end_pos, pos
+from d2kgrade.static.ir import Call, Expr, Function, Loop, end_pos, pos
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 VECTOR_DEFAULT = ["float4", "uint4", "int4", "float2", "uint2", "int2", "double2", "half2", "__half2",
@@ -201,10 +201,11 @@ def cache_modifier(facts: Facts, lang: str, *, value: str | list[str], op: str =
 
 @check("tile_sweeps")
 def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded",  # noqa: A002
-                store_in_last: bool = False) -> CheckResult:
+                store_in_last: bool = False, max: int | None = None) -> CheckResult:  # noqa: A002
     """One kernel runs at least ``min`` consecutive loops (siblings, not nested) over the same data: the later loop
     loads a pointer that the first loop loaded (``reload: loaded``), stored (``stored``) or either (``any``).
-    ``store_in_last``: the last sweep also stores (it writes the output, e.g. a gradient)."""
+    ``store_in_last``: the last sweep also stores (it writes the output, e.g. a gradient). ``max``: no more sweeps
+    than that over the data (a three-pass max / sum / normalize kernel is not a two-sweep design)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         mem = fl.memory_ops(fn)
@@ -213,6 +214,7 @@ def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded"
             for lid in c.loops:
                 by_loop.setdefault(lid, []).append((kind, b))
         loops = sorted((lp for lp in fn.loops if lp.id in by_loop), key=pos)
+        chains: list[tuple[list[Loop], set[str]]] = []
         for i, first in enumerate(loops):
             chain = [first]
             first_bases = {x for kind, b in by_loop[first.id] if reload == "any" or
@@ -228,11 +230,17 @@ def tile_sweeps(facts: Facts, lang: str, *, min: int = 2, reload: str = "loaded"
                     chain.append(later)
             if store_in_last and not any(kind == "store" for kind, _ in by_loop[chain[-1].id]):
                 continue
+            chains.append((chain, first_bases))
+        if max is not None and any(len(chain) > max for chain, _ in chains):
+            continue  # this kernel sweeps the data more often than the design does
+        for chain, first_bases in chains:
             if len(chain) >= min:
                 base = ", ".join(sorted(first_bases & {x for kind, b in by_loop[chain[-1].id] for x in b}))
                 return found(f"{len(chain)} sweeps in {fn.name} over {base}",
                              [span(lp, f"sweep {k + 1}") for k, lp in enumerate(chain[:4])], 0.85)
-    return missing(f"no kernel with {min} consecutive loops re-reading the same data ({reload})", confidence=0.85)
+    most = f" and at most {max}" if max is not None else ""
+    return missing(f"no kernel with {min}{most} consecutive loops re-reading the same data ({reload})",
+                   confidence=0.85)
 
 
 @check("hoisted_load")

@@ -64,9 +64,11 @@ def whole_row_block(facts: Facts, lang: str, *, source: str | list[str] = "next_
 
 
 @check("num_warps_from_block")
-def num_warps_from_block(facts: Facts, lang: str) -> CheckResult:
+def num_warps_from_block(facts: Facts, lang: str, *, min_fixed: int | None = None) -> CheckResult:
     """``num_warps`` is chosen from the problem/block size: a launch passes a computed (non-literal) ``num_warps``
-    that depends on a value the launch also uses, or the autotuner/heuristics choose among several values."""
+    that depends on a value the launch also uses, or the autotuner/heuristics choose among several values. With
+    ``min_fixed``, a constant ``num_warps`` of at least that many warps also counts (enough warps for the
+    largest rows)."""
     fl = flow(facts)
     for fn in code(facts, "triton"):
         if fn.autotune and len({c.num_warps for c in fn.autotune.configs if c.num_warps is not None}) >= 2:
@@ -77,7 +79,13 @@ def num_warps_from_block(facts: Facts, lang: str) -> CheckResult:
         for la in fl.launches_of(fn):
             nw = la.kwargs.get("num_warps")
             caller = facts.functions.get(la.caller)
-            if nw is None or caller is None or fl.fold(nw, caller) is not None:
+            if nw is None or caller is None:
+                continue
+            fixed = fl.fold(nw, caller)
+            if fixed is not None:
+                if min_fixed is not None and isinstance(fixed, int) and fixed >= min_fixed:
+                    return found(f"{fixed} warps for {fn.name} at every size (>= {min_fixed})",
+                                 [span(nw, "num_warps"), span(la, "launch")], 0.7)
                 continue
             other = {n.op for e in list(la.args) + [v for k, v in la.kwargs.items() if k != "num_warps"]
                      for n, _, _ in fl.walk(e, caller, depth=3) if n.kind == "name"}
