@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from tests.fakes.openai_server import FakeOpenAI
-from tests.view.pipeline import ROOT, ScriptedAgent, fake_gpu_evaluate, fake_judge, write_ablations
+from tests.view.pipeline import ROOT, cli, make_paired_run
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser")
                              or "") if p and Path(p).is_file()), None)
@@ -24,46 +21,11 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
                "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def cli(*args: str):
-    from d2kgrade.cli import app
-
-    res = CliRunner().invoke(app, list(args), catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    return res
-
-
 @dataclass
 class PairedRun:
     run: Path
     site: Path
     report: Path
-
-
-def make_paired_run(root: Path, *, tasks: tuple[str, ...] = ("softmax", "layernorm"), seeds: int = 1,
-                    behaviour: dict | None = None, unguided: dict | None = None, ablations: bool = True) -> Path:
-    """``d2kgrade run`` (paired) then ``d2kgrade judge --run --judge combined``, both against the local server."""
-    import runner.agent.evaluation as evaluation
-
-    run = root / "run"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evaluation, "default_evaluate_fn", lambda: fake_gpu_evaluate)
-        mp.setenv("OPENAI_API_KEY", "test-key")
-        with FakeOpenAI(responder=ScriptedAgent(behaviour, unguided)) as srv:
-            cli("run", "--model", "fake-model", "--base-url", srv.base_url, "--tasks", ",".join(tasks), "--arms",
-                "paired", "--seeds", str(seeds), "--device", "cpu", "--concurrency", "1", "--out", str(run),
-                "--suite", str(ROOT))
-        with FakeOpenAI(responder=fake_judge) as srv:
-            cli("judge", "--run", str(run), "--judge", "combined", "--model", "fake-judge", "--base-url",
-                srv.base_url, "--samples", "1", "--no-cache", "--suite", str(ROOT))
-    if ablations:
-        from d2kgrade.runstore import load_run
-        from d2kgrade.suite import Suite
-
-        eps = load_run(run)["episodes"]
-        props = {t: [(g.id, g.level) for g in Suite(ROOT).load_task(t).guidance][:4] for t in tasks}
-        write_ablations(run, [(r.episode_id, r.task, r.arm, r.model, int(r.seed)) for r in eps.itertuples()],
-                        props)
-    return run
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+from typer.testing import CliRunner
+
 from d2kgrade.records import BaselineTiming, Environment, EvalResult, Flag, OutputError, Timing, WorkloadResult
 from d2kgrade.suite import Suite
+from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_GPU = "fake GPU (tests/view/pipeline.py evaluator)"
@@ -181,3 +185,38 @@ def write_ablations(run_dir: Path, episodes: list[tuple[str, str, str, str, int]
     path = run_dir / "ablations.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
+
+
+def cli(*args: str):
+    from d2kgrade.cli import app
+
+    res = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def make_paired_run(root: Path, *, tasks: tuple[str, ...] = ("softmax", "layernorm"), seeds: int = 1,
+                    behaviour: dict | None = None, unguided: dict | None = None, ablations: bool = True,
+                    concurrency: int = 1) -> Path:
+    """``d2kgrade run`` (paired) then ``d2kgrade judge --run --judge combined``, both against the local server."""
+    import runner.agent.evaluation as evaluation
+
+    run = root / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evaluation, "default_evaluate_fn", lambda: fake_gpu_evaluate)
+        mp.setenv("OPENAI_API_KEY", "test-key")
+        with FakeOpenAI(responder=ScriptedAgent(behaviour, unguided)) as srv:
+            cli("run", "--model", "fake-model", "--base-url", srv.base_url, "--tasks", ",".join(tasks), "--arms",
+                "paired", "--seeds", str(seeds), "--device", "cpu", "--concurrency", str(concurrency), "--out", str(run),
+                "--suite", str(ROOT))
+        with FakeOpenAI(responder=fake_judge) as srv:
+            cli("judge", "--run", str(run), "--judge", "combined", "--model", "fake-judge", "--base-url",
+                srv.base_url, "--samples", "1", "--no-cache", "--concurrency", str(4 * concurrency), "--suite", str(ROOT))
+    if ablations:
+        from d2kgrade.runstore import load_run
+
+        eps = load_run(run)["episodes"]
+        props = {t: [(g.id, g.level) for g in Suite(ROOT).load_task(t).guidance][:4] for t in tasks}
+        write_ablations(run, [(r.episode_id, r.task, r.arm, r.model, int(r.seed)) for r in eps.itertuples()],
+                        props)
+    return run
