@@ -64,3 +64,15 @@ def baseline(x, w, *, stride, pad):
     channels_last in memory (as is w), so no copy is made and cuDNN's NHWC implicit-GEMM kernels run; the
     channels_last output permuted back is y [N, P, Q, K], contiguous."""
     return F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), stride=stride, padding=pad).permute(0, 2, 3, 1)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# torch.backends.cudnn.flags(enabled, benchmark, ...) defaults to enabled=False (signature read in torch 2.13), so
+# both switches are given. With benchmark=True cuDNN times its algorithms for each new shape on the first call and
+# reuses the fastest; the eager baseline takes the heuristic choice.
+
+
+def baseline_cudnn_benchmark(x, w, *, stride, pad):
+    """cuDNN on the channels_last views with cudnn.benchmark on (autotuned algorithm per shape)."""
+    with torch.backends.cudnn.flags(enabled=True, benchmark=True):
+        return baseline(x, w, stride=stride, pad=pad)

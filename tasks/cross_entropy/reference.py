@@ -79,3 +79,20 @@ def baseline(logits, target):
     rows = torch.arange(M, device=logits.device)
     dlogits[rows, tc] = torch.where(valid, torch.exp(lsm_t) - 1.0, 0.0).to(dlogits.dtype)
     return loss, dlogits
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in Liger-Kernel's liger_kernel/ops/cross_entropy.py (cross_entropy_forward and its kernel): with
+# reduction="none" the per-row loss is returned unreduced and, when the input requires grad, the same kernel
+# overwrites the logits with softmax - onehot (no 1/n scaling for "none"; zero rows for ignore_index). Its loss
+# buffer is allocated in the logits' dtype (bf16), which the fp32 loss tolerance may reject. Not run here.
+
+
+def baseline_liger(logits, target):
+    """Liger-Kernel's fused cross-entropy: loss and gradient in one kernel, the gradient written over the logits
+    (in place, as the task allows). Needs autograd to be enabled (not under torch.inference_mode)."""
+    from liger_kernel.transformers.functional import liger_cross_entropy
+
+    z = logits.detach().requires_grad_()  # shares the logits' storage: Liger writes dlogits there
+    loss = liger_cross_entropy(z, target, ignore_index=IGNORE_INDEX, reduction="none")
+    return loss.detach().float(), z.detach()

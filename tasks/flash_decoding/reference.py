@@ -65,3 +65,86 @@ def reference(q, k_cache, v_cache):
 def baseline(q, k_cache, v_cache):
     """F.scaled_dot_product_attention on the [B, Hq, 1, D] query with enable_gqa=True (K/V read in place)."""
     return F.scaled_dot_product_attention(q.unsqueeze(2), k_cache, v_cache, enable_gqa=True).squeeze(2)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# The SDPA backends get the decode query packed per KV head, q.view(B, Hkv, G, D), as G query rows against that
+# head's K/V [B, Hkv, L, D]: the same attention (rows are independent without a mask), every backend reads K/V
+# once per KV head and no backend needs to support GQA. flash-attn's flash_attn_with_kvcache takes q [B, 1, Hq, D]
+# and the cache as [B, L, Hkv, D] (a strided view of this layout; only the last dim must be contiguous). FlashInfer
+# sees the cache as B pages of L tokens in its HND layout ([pages, Hkv, page_size, D], this task's layout), planned
+# per call (plan copies the page table to the host). Signatures read in the torch 2.13 sources and FlashInfer's and
+# flash-attn's docs; no GPU path is run here.
+
+
+def _sdpa_decode(backend, q, k_cache, v_cache):
+    from torch.nn.attention import sdpa_kernel
+
+    B, Hq, D = q.shape
+    Hkv = k_cache.shape[1]
+    with sdpa_kernel(backend):
+        o = F.scaled_dot_product_attention(q.view(B, Hkv, Hq // Hkv, D), k_cache, v_cache)
+    return o.reshape(B, Hq, D)
+
+
+def baseline_sdpa_flash(q, k_cache, v_cache):
+    """SDPA forced to FlashAttention-2 (sdpa_kernel), query heads packed per KV head."""
+    from torch.nn.attention import SDPBackend
+
+    return _sdpa_decode(SDPBackend.FLASH_ATTENTION, q, k_cache, v_cache)
+
+
+def baseline_sdpa_efficient(q, k_cache, v_cache):
+    """SDPA forced to the memory-efficient (CUTLASS) backend, query heads packed per KV head."""
+    from torch.nn.attention import SDPBackend
+
+    return _sdpa_decode(SDPBackend.EFFICIENT_ATTENTION, q, k_cache, v_cache)
+
+
+def baseline_sdpa_cudnn(q, k_cache, v_cache):
+    """SDPA forced to the cuDNN backend, query heads packed per KV head."""
+    from torch.nn.attention import SDPBackend
+
+    return _sdpa_decode(SDPBackend.CUDNN_ATTENTION, q, k_cache, v_cache)
+
+
+_FLEX: dict[str, object] = {}
+
+
+def baseline_flex_attention(q, k_cache, v_cache):
+    """FlexAttention (torch.compile'd; its decoding kernel for short queries) with GQA read in place."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    fn = flex_attention
+    if q.is_cuda:
+        if "compiled" not in _FLEX:
+            _FLEX["compiled"] = torch.compile(flex_attention, dynamic=False)
+        fn = _FLEX["compiled"]
+    return fn(q.unsqueeze(2), k_cache, v_cache, enable_gqa=True).squeeze(2)
+
+
+def baseline_flash_attn(q, k_cache, v_cache):
+    """flash-attn's flash_attn_with_kvcache over the whole cache (split-KV decode kernel), GQA in place."""
+    from flash_attn import flash_attn_with_kvcache
+
+    return flash_attn_with_kvcache(q.unsqueeze(1), k_cache.transpose(1, 2), v_cache.transpose(1, 2)).squeeze(1)
+
+
+_DECODE: dict[str, object] = {}
+
+
+def baseline_flashinfer(q, k_cache, v_cache):
+    """FlashInfer's batch decode with the cache as one L-token page per sequence (HND layout, as stored)."""
+    from flashinfer.decode import BatchDecodeWithPagedKVCacheWrapper
+
+    B, Hq, D = q.shape
+    Hkv, L = k_cache.shape[1], k_cache.shape[2]
+    key = str(q.device)
+    if key not in _DECODE:
+        _DECODE[key] = BatchDecodeWithPagedKVCacheWrapper(
+            torch.zeros(128 << 20, dtype=torch.uint8, device=q.device), "HND")
+    wrapper = _DECODE[key]
+    pages = torch.arange(B + 1, dtype=torch.int32, device=q.device)
+    wrapper.plan(pages, pages[:B], torch.full((B,), L, dtype=torch.int32, device=q.device), Hq, Hkv, D, L,
+                 q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+    return wrapper.run(q, (k_cache, v_cache))

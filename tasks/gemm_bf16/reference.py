@@ -46,3 +46,27 @@ def reference(A, B):
 
 def baseline(A, B):
     return torch.nn.functional.linear(A, B)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# torch.backends.cuda.preferred_blas_library("cublas" | "cublaslt") picks the library behind torch.matmul/F.linear
+# (torch 2.13 docs and signature read here); the setting is global, so each candidate restores the previous one.
+
+
+def _with_blas(library, fn, *args):
+    prev = torch.backends.cuda.preferred_blas_library()
+    torch.backends.cuda.preferred_blas_library(library)
+    try:
+        return fn(*args)
+    finally:
+        torch.backends.cuda.preferred_blas_library(prev)
+
+
+def baseline_cublas(A, B):
+    """cuBLAS (cublasGemmEx) through torch.matmul with the B^T view (no copy: a TN GEMM)."""
+    return _with_blas("cublas", torch.matmul, A, B.t())
+
+
+def baseline_cublaslt(A, B):
+    """cuBLASLt (cublasLtMatmul with its heuristic algorithm) through torch.matmul."""
+    return _with_blas("cublaslt", torch.matmul, A, B.t())

@@ -49,3 +49,19 @@ def baseline(X, W, b):
     if X.is_cuda and hasattr(torch, "_addmm_activation"):
         return torch._addmm_activation(b, X, W.t(), use_gelu=True)
     return F.gelu(F.linear(X, W, b), approximate="tanh")
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# torch._addmm_activation(bias, X, W^T, use_gelu=True) runs cuBLASLt with its bias + GELU epilogue
+# (CUBLASLT_EPILOGUE_GELU_BIAS, the tanh approximation) on CUDA (schema read in torch 2.13); F.linear with a bias
+# uses cuBLASLt's bias epilogue and leaves GELU to a separate kernel.
+
+
+def baseline_cublaslt_epilogue(X, W, b):
+    """cuBLASLt with the bias + GELU(tanh) epilogue fused into the GEMM: one kernel."""
+    return torch._addmm_activation(b, X, W.t(), use_gelu=True)
+
+
+def baseline_cublas_unfused(X, W, b):
+    """cuBLAS(Lt) GEMM with the bias epilogue (F.linear), then F.gelu(tanh): the pre-activation goes through HBM."""
+    return F.gelu(F.linear(X, W, b), approximate="tanh")

@@ -127,3 +127,12 @@ def baseline(A, B, a_s, b_s):
             _SCALED_MM_OK[key] = False
     A_deq, B_deq = dequantize(A, B, a_s, b_s, torch.float32)
     return torch.nn.functional.linear(A_deq, B_deq).to(torch.bfloat16)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+
+
+def baseline_scaled_mm(A, B, a_s, b_s):
+    """cuBLASLt's fp8 GEMM with DeepSeek block scaling through torch._scaled_mm (no fallback: raises where this
+    PyTorch/CUDA/GPU lacks blockwise scaling, which makes the candidate unavailable rather than slow)."""
+    return _scaled_mm_blockwise(A, B, a_s, b_s)

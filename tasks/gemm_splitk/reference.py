@@ -43,3 +43,28 @@ def reference(A, B):
 def baseline(A, B):
     """cuBLAS (which picks its own split-K / GEMV kernels for skinny shapes)."""
     return A @ B.T
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# torch.backends.cuda.preferred_blas_library("cublas" | "cublaslt") picks the library behind torch.matmul (torch
+# 2.13 docs and signature read here); the setting is global, so each candidate restores the previous one. Both
+# pick their own split-K / GEMV kernels for skinny shapes.
+
+
+def _with_blas(library, fn, *args):
+    prev = torch.backends.cuda.preferred_blas_library()
+    torch.backends.cuda.preferred_blas_library(library)
+    try:
+        return fn(*args)
+    finally:
+        torch.backends.cuda.preferred_blas_library(prev)
+
+
+def baseline_cublas(A, B):
+    """cuBLAS (cublasGemmEx) through torch.matmul with the B^T view."""
+    return _with_blas("cublas", torch.matmul, A, B.t())
+
+
+def baseline_cublaslt(A, B):
+    """cuBLASLt (cublasLtMatmul) through torch.matmul."""
+    return _with_blas("cublaslt", torch.matmul, A, B.t())

@@ -88,3 +88,40 @@ def baseline(X, W, expert_offsets):
         if o[e + 1] > o[e]:
             Y[o[e]:o[e + 1]] = torch.nn.functional.linear(X[o[e]:o[e + 1]], W[e])
     return Y
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in FlashInfer's docs (flashinfer.gemm.SegmentGEMMWrapper(float_workspace_buffer, backend="auto").run(x,
+# weights, batch_size, weight_column_major, seg_lens=None, seg_indptr=None, weight_indices=None): y[i] = x[i] @ W[i],
+# with weight_column_major=True meaning W[i] is [d_out, d_in], i.e. x @ W[i]^T; `forward` in older releases).
+
+
+def baseline_grouped_mm(X, W, expert_offsets):
+    """torch._grouped_mm (one CUTLASS grouped-GEMM launch, offsets read on the device); raises where it is
+    missing or the rows are not 16-byte aligned."""
+    return torch._grouped_mm(X, W.transpose(-2, -1), offs=expert_offsets[1:], out_dtype=X.dtype)
+
+
+def baseline_per_expert_cublas(X, W, expert_offsets):
+    """One cuBLAS F.linear per non-empty expert (offsets copied to the host): what a plain loop gets."""
+    Y = torch.empty((X.shape[0], W.shape[1]), dtype=X.dtype, device=X.device)
+    o = expert_offsets.tolist()
+    for e in range(W.shape[0]):
+        if o[e + 1] > o[e]:
+            Y[o[e]:o[e + 1]] = torch.nn.functional.linear(X[o[e]:o[e + 1]], W[e])
+    return Y
+
+
+_SEGMENT_GEMM: dict[str, object] = {}  # one wrapper (and its 128 MB workspace) per device
+
+
+def baseline_flashinfer(X, W, expert_offsets):
+    """FlashInfer's segment GEMM (CUTLASS grouped GEMM) over the expert segments given by expert_offsets."""
+    from flashinfer.gemm import SegmentGEMMWrapper
+
+    key = str(X.device)
+    if key not in _SEGMENT_GEMM:
+        _SEGMENT_GEMM[key] = SegmentGEMMWrapper(torch.empty(128 << 20, dtype=torch.int8, device=X.device))
+    wrapper = _SEGMENT_GEMM[key]
+    run = getattr(wrapper, "run", None) or wrapper.forward
+    return run(X, W, W.shape[0], True, seg_indptr=expert_offsets.to(torch.int64))

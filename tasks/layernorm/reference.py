@@ -49,3 +49,17 @@ def baseline(x, w, b):
     # One fused ATen kernel that also returns the saved statistics (fp32 for bf16 inputs), as autograd uses it.
     y, mean, rstd = torch.native_layer_norm(x, (x.shape[-1],), w, b, EPS)
     return y, mean.view(-1).float(), rstd.view(-1).float()
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in Liger-Kernel's liger_kernel/ops/layer_norm.py: layer_norm_forward(X, W, B, eps) returns (Y, X, Mean,
+# RSTD, BLOCK_SIZE, num_warps), with Mean and RSTD allocated in X's dtype (so bf16 statistics for bf16 rows; the
+# fp32 statistics tolerance may reject them). The autograd function returns Y only, hence the ops-level call.
+
+
+def baseline_liger(x, w, b):
+    """Liger-Kernel's Triton LayerNorm forward (one row per program), with its saved mean and rstd."""
+    from liger_kernel.ops.layer_norm import layer_norm_forward
+
+    y, _, mean, rstd, _, _ = layer_norm_forward(x, w, b, EPS)
+    return y, mean.view(-1).float(), rstd.view(-1).float()

@@ -64,3 +64,18 @@ def baseline(dy, x, w, mean, rstd):
     dx, dw, db = torch.ops.aten.native_layer_norm_backward(
         dy, x, [N], mean.view(-1, 1), rstd.view(-1, 1), w, w, [True, True, True])
     return dx, dw.float(), db.float()
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in Liger-Kernel's liger_kernel/ops/layer_norm.py: layer_norm_backward(dY, X, W, B, Mean, RSTD) returns
+# (DX, DW, DB); DW and DB are summed from [SMs, N] partials and cast to W's and B's dtypes, so passing fp32 W and
+# B gives fp32 parameter gradients (recent releases keep the partials in fp32; older ones in X's dtype).
+
+
+def baseline_liger(dy, x, w, mean, rstd):
+    """Liger-Kernel's LayerNorm backward (persistent row groups, [SMs, N] partials) from the saved statistics."""
+    from liger_kernel.ops.layer_norm import layer_norm_backward
+
+    w32 = w.float()
+    dx, dw, db = layer_norm_backward(dy, x, w32, torch.zeros_like(w32), mean, rstd)
+    return dx.to(x.dtype), dw.float(), db.float()

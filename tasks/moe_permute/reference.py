@@ -48,15 +48,28 @@ def reference(logits, X, *, k):
 
 def baseline(logits, X, *, k):
     """torch.topk routing and a softmax over the k values, then a stable argsort of the T*k expert ids,
-    index_select of the rows, a scatter for the inverse map and bincount + cumsum for the offsets."""
-    T, E = logits.shape
+    index_select of the rows, a scatter for the inverse map and bincount + cumsum for the offsets. torch.topk does
+    not promise the lower index among tied logits, so this misses the semantics on tied draws."""
     vals, ids = torch.topk(logits, k, dim=-1)
-    weights = torch.softmax(vals, dim=-1)
+    return _permute(ids, torch.softmax(vals, dim=-1), X, logits.shape[1])
+
+
+def baseline_eager_stable(logits, X, *, k):
+    """The eager expression that meets the tie rule: a stable descending sort of each row of logits (ties to the
+    lower expert), then the same softmax and permutation as ``baseline``."""
+    ids = torch.sort(logits, dim=-1, descending=True, stable=True).indices[:, :k]
+    return _permute(ids, torch.softmax(logits.gather(-1, ids), dim=-1), X, logits.shape[1])
+
+
+def _permute(ids, weights, X, E):
+    """Stable expert-major permutation of the (token, slot) pairs: argsort, index_select, inverse-map scatter,
+    bincount + cumsum offsets."""
+    T, k = ids.shape
     flat = ids.flatten()
     order = torch.argsort(flat, stable=True)
     X_perm = X.index_select(0, order // k)
-    row_id_map = torch.empty(T * k, dtype=torch.int32, device=logits.device)
-    row_id_map.scatter_(0, order, torch.arange(T * k, dtype=torch.int32, device=logits.device))
-    offsets = torch.zeros(E + 1, dtype=torch.int32, device=logits.device)
+    row_id_map = torch.empty(T * k, dtype=torch.int32, device=X.device)
+    row_id_map.scatter_(0, order, torch.arange(T * k, dtype=torch.int32, device=X.device))
+    offsets = torch.zeros(E + 1, dtype=torch.int32, device=X.device)
     offsets[1:] = torch.cumsum(torch.bincount(flat, minlength=E), dim=0)
     return ids.to(torch.int32), weights, offsets, row_id_map.view(T, k), X_perm

@@ -118,3 +118,95 @@ def baseline(q, k_cache, v_cache, block_tables, context_lens):
         v = v_cache[pages].flatten(1, 2)[:, :c].transpose(1, 2)
         o[idx] = F.scaled_dot_product_attention(q[idx].unsqueeze(2), k, v, enable_gqa=True).squeeze(2)
     return o
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# FlexAttention's paged path: the pool seen as one KV sequence of num_pages*P tokens ([1, Hkv, num_pages*P, D], a
+# view), broadcast over the batch, and a BlockMask whose KV blocks are each sequence's pages (BLOCK_SIZE = (128, P)):
+# the first n_b - 1 pages are full blocks (no mask_mod), the last page is a partial block masked to its
+# c_b - (n_b - 1) P tokens. The mask_mod also checks each page's owner, so the unfused CPU path, which reads
+# only the mask_mod, computes the same attention. That is the construction of
+# torch.nn.attention.experimental._paged_attention (read in torch 2.13) without its [B, num_pages] page maps,
+# which would cost 0.4 GB of writes per call at num_pages = 262144 (the owner map here is num_pages int64).
+# FlashInfer's batch decode takes this task's [num_pages, P, Hkv, D] pool as its NHD layout with indptr/indices/
+# last_page_len built from block_tables (docs read). flash-attn's own flash_attn_with_kvcache needs pages of a
+# multiple of 256 tokens (its mha_fwd_kvcache check), so it cannot read P = 16 pages; vLLM's fork
+# (vllm.vllm_flash_attn.flash_attn_varlen_func with block_table and seqused_k, as vLLM's V1 FlashAttention
+# backend calls it) accepts 16. No GPU path is run here.
+
+_FLEX: dict[str, object] = {}
+
+
+def _flex_attention(device):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    if device.type != "cuda":
+        return flex_attention
+    if "compiled" not in _FLEX:
+        _FLEX["compiled"] = torch.compile(flex_attention, dynamic=False)
+    return _FLEX["compiled"]
+
+
+def baseline_flex_paged(q, k_cache, v_cache, block_tables, context_lens):
+    """FlexAttention over the physical page pool, with each sequence's pages as the BlockMask's KV blocks."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    B, Hq, D = q.shape
+    num_pages, P, Hkv, _ = k_cache.shape
+    lens = context_lens.long()
+    n = (lens + P - 1) // P                                            # pages of each sequence
+    last_page = block_tables.long().gather(1, (n - 1)[:, None]).squeeze(1)
+    tail = lens - (n - 1) * P                                          # tokens on the last page
+    # The sequence that owns each page (the task draws every sequence's pages without replacement), so the
+    # mask_mod alone also defines the attention (FlexAttention's unfused path ignores the block lists).
+    in_use = torch.arange(block_tables.shape[1], device=q.device)[None, :] < n[:, None]
+    owner = torch.full((num_pages,), -1, dtype=torch.int64, device=q.device)
+    owner[block_tables.long()[in_use]] = torch.arange(B, device=q.device)[:, None].expand_as(in_use)[in_use]
+
+    def last_page_mask(b, h, q_idx, kv_idx):
+        page = kv_idx // P
+        return (owner[page] == b) & ((page != last_page[b]) | (kv_idx % P < tail[b]))
+
+    i32 = dict(dtype=torch.int32, device=q.device)
+    mask = BlockMask.from_kv_blocks(
+        torch.ones(B, 1, 1, **i32), last_page.to(torch.int32).view(B, 1, 1, 1),
+        (n - 1).to(torch.int32).view(B, 1, 1), block_tables.to(torch.int32).view(B, 1, 1, -1),
+        BLOCK_SIZE=(128, P), mask_mod=last_page_mask, seq_lengths=(1, num_pages * P), compute_q_blocks=False)
+    k = k_cache.view(1, num_pages * P, Hkv, D).transpose(1, 2).expand(B, -1, -1, -1)
+    v = v_cache.view(1, num_pages * P, Hkv, D).transpose(1, 2).expand(B, -1, -1, -1)
+    return _flex_attention(q.device)(q.unsqueeze(2), k, v, block_mask=mask, enable_gqa=True).squeeze(2)
+
+
+_DECODE: dict[str, object] = {}
+
+
+def baseline_flashinfer(q, k_cache, v_cache, block_tables, context_lens):
+    """FlashInfer's batch decode over the paged pool (NHD layout, as stored), planned per call."""
+    from flashinfer.decode import BatchDecodeWithPagedKVCacheWrapper
+
+    B, Hq, D = q.shape
+    P, Hkv = k_cache.shape[1], k_cache.shape[2]
+    key = str(q.device)
+    if key not in _DECODE:
+        _DECODE[key] = BatchDecodeWithPagedKVCacheWrapper(
+            torch.zeros(128 << 20, dtype=torch.uint8, device=q.device), "NHD")
+    wrapper = _DECODE[key]
+    lens = context_lens.long()
+    n = (lens + P - 1) // P
+    indptr = torch.zeros(B + 1, dtype=torch.int32, device=q.device)
+    indptr[1:] = torch.cumsum(n, 0)
+    in_use = torch.arange(block_tables.shape[1], device=q.device)[None, :] < n[:, None]
+    wrapper.plan(indptr, block_tables[in_use], (lens - (n - 1) * P).to(torch.int32), Hq, Hkv, D, P,
+                 q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+    return wrapper.run(q, (k_cache, v_cache))
+
+
+def baseline_vllm_flash_attn(q, k_cache, v_cache, block_tables, context_lens):
+    """vLLM's FlashAttention fork with its paged-KV varlen call (one query token per sequence)."""
+    from vllm.vllm_flash_attn import flash_attn_varlen_func
+
+    B = q.shape[0]
+    cu_q = torch.arange(B + 1, dtype=torch.int32, device=q.device)
+    return flash_attn_varlen_func(q=q, k=k_cache, v=v_cache, max_seqlen_q=1, cu_seqlens_q=cu_q,
+                                  max_seqlen_k=int(context_lens.max()), seqused_k=context_lens,
+                                  block_table=block_tables, causal=False, softmax_scale=q.shape[-1] ** -0.5)

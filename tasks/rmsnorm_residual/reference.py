@@ -49,3 +49,27 @@ def baseline(x, residual, w):
     h = x.float() + residual.float()
     y = torch.nn.functional.rms_norm(h, (h.shape[-1],), w.float(), eps=EPS)
     return y.to(x.dtype), h.to(x.dtype)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in Liger-Kernel's liger_kernel/transformers/functional.py (liger_fused_add_rms_norm(X, R, W, eps, offset,
+# casting_mode, in_place) -> (Y, S) with S = X + R, fresh output buffers; in_place concerns the backward) and in
+# flash-attn's flash_attn/ops/triton/layer_norm.py (rms_norm_fn(x, weight, bias, residual=..., eps=...,
+# prenorm=True) -> (y, residual_out), the sum taken in fp32, residual_out in the residual's dtype). vLLM's and
+# FlashInfer's fused_add_rmsnorm work in place over x and residual, which this task does not allow.
+
+
+def baseline_liger(x, residual, w):
+    """Liger-Kernel's fused residual add + RMSNorm, casting_mode 'gemma' (everything in fp32, one rounding)."""
+    from liger_kernel.transformers.functional import liger_fused_add_rms_norm
+
+    y, h = liger_fused_add_rms_norm(x, residual, w, EPS, 0.0, "gemma", False)
+    return y, h
+
+
+def baseline_flash_attn(x, residual, w):
+    """flash-attn's Triton fused add + RMSNorm (prenorm=True returns the residual sum as well)."""
+    from flash_attn.ops.triton.layer_norm import rms_norm_fn
+
+    y, h = rms_norm_fn(x, w, None, residual=residual, eps=EPS, prenorm=True, residual_in_fp32=False)
+    return y, h

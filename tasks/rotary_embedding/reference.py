@@ -99,3 +99,37 @@ def baseline(q, k, positions, cos_cache, sin_cache, *, style):
         x1, x2 = x[..., 0::2], x[..., 1::2]
         outs.append(torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).flatten(-2).to(x.dtype))
     return tuple(outs)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in Liger-Kernel's liger_kernel/ops/rope.py (rope_forward: q [bsz, heads, seq, dim] transposed back to its
+# [bsz, seq, heads, dim] storage, rotated in place there, rotate_half (NeoX) only; cos/sin [1, seq, dim] in the HF
+# layout cat(freqs, freqs)) and FlashInfer's docs (apply_rope_with_cos_sin_cache_inplace(positions, query [nnz,
+# heads*dim], key, head_size, cos_sin_cache [max_pos, rotary_dim] = cos | sin, is_neox)). Both write over q and k,
+# which this task allows. Not run here.
+
+
+def baseline_liger(q, k, positions, cos_cache, sin_cache, *, style):
+    """Liger-Kernel's RoPE, in place over q and k (NeoX style only: GPT-J raises, so it is excluded there)."""
+    from liger_kernel.transformers.functional import liger_rope
+
+    if style != "neox":
+        raise NotImplementedError("Liger-Kernel's RoPE rotates halves (NeoX) only")
+    c, s = cos_cache[positions], sin_cache[positions]                    # [T, D/2] fp32
+    cos = torch.cat((c, c), dim=-1)[None]                                # [1, T, D]
+    sin = torch.cat((s, s), dim=-1)[None]
+    qo, ko = liger_rope(q[None].transpose(1, 2), k[None].transpose(1, 2), cos, sin)
+    return qo[0].transpose(0, 1), ko[0].transpose(0, 1)
+
+
+def baseline_flashinfer(q, k, positions, cos_cache, sin_cache, *, style):
+    """FlashInfer's RoPE from a cos|sin cache, in place over q and k. The task's separate caches are joined per
+    call (4*max_pos*D bytes read and written: 67 MB at D = 128, ~10% of llama_prefill_neox's traffic), a cost a
+    model pays once at load."""
+    from flashinfer.rope import apply_rope_with_cos_sin_cache_inplace
+
+    T, Hq, D = q.shape
+    qf, kf = q.view(T, Hq * D), k.view(T, -1)
+    apply_rope_with_cos_sin_cache_inplace(positions, qf, kf, D, torch.cat((cos_cache, sin_cache), dim=-1),
+                                          is_neox=style == "neox")
+    return q, k

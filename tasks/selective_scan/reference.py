@@ -107,3 +107,17 @@ def baseline(u, delta, A, B, C, D_skip, z, delta_bias):
         k *= 2
     y = torch.einsum("bdln,bnl->bdl", b, C.float()) + D_skip[None, :, None] * uf
     return (y * F.silu(z.float())).to(u.dtype)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in mamba_ssm/ops/selective_scan_interface.py: selective_scan_fn(u, delta, A, B, C, D=None, z=None,
+# delta_bias=None, delta_softplus=False, return_last_state=False) with u, delta, z [batch, D, L], A [D, N] fp32,
+# B, C [batch, N, L] (variable B/C, one group), D and delta_bias [D] fp32: this task's layout; it returns
+# y * silu(z) in u's dtype. Not run here (CUDA only).
+
+
+def baseline_mamba_ssm(u, delta, A, B, C, D_skip, z, delta_bias):
+    """mamba-ssm's fused CUDA selective scan (the kernel Mamba runs), softplus on delta + delta_bias."""
+    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+
+    return selective_scan_fn(u, delta, A, B, C, D_skip, z, delta_bias, delta_softplus=True)

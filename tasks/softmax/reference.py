@@ -34,3 +34,15 @@ def reference(x):
 
 def baseline(x):
     return torch.softmax(x, dim=-1)
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in Liger-Kernel's liger_kernel/transformers/functional.py (liger_softmax(x) -> LigerSoftmaxFunction: a row
+# softmax over the last dim, output in x's dtype, added in 2025 releases). Not run here: no GPU, no Liger.
+
+
+def baseline_liger(x):
+    """Liger-Kernel's Triton softmax over the last dimension."""
+    from liger_kernel.transformers.functional import liger_softmax
+
+    return liger_softmax(x)

@@ -40,3 +40,25 @@ def baseline(x):
     # Eager PyTorch: silu on the gate half, then the product (two kernels, silu(g) materialized in bf16).
     inter = x.shape[1] // 2
     return F.silu(x[:, :inter]) * x[:, inter:]
+
+
+# ------------------------------------------------------------------------------------- baseline candidates
+# Read in FlashInfer's docs (flashinfer.activation.silu_and_mul(input, out=None, enable_pdl=None): input [..., 2d],
+# silu of the first half times the second, the merged gate_up layout of this task) and Liger-Kernel's
+# liger_kernel/ops/swiglu.py (LigerSiLUMulFunction(a, b): separate gate and up tensors; its forward is wrapped in
+# ensure_contiguous, so the two strided halves of x are copied first). Not run here.
+
+
+def baseline_flashinfer(x):
+    """FlashInfer's fused silu_and_mul on the [T, 2I] gate_up output."""
+    from flashinfer.activation import silu_and_mul
+
+    return silu_and_mul(x)
+
+
+def baseline_liger(x):
+    """Liger-Kernel's SwiGLU on the two halves (made contiguous by Liger: two extra copies of [T, I])."""
+    from liger_kernel.transformers.functional import liger_swiglu
+
+    inter = x.shape[1] // 2
+    return liger_swiglu(x[:, :inter], x[:, inter:])
