@@ -21,7 +21,7 @@ import sys
 import typer
 
 from d2kgrade import __version__
-from d2kgrade.cli._common import err_console
+from d2kgrade.cli._common import err_console, print_error
 from d2kgrade.errors import D2KError, SpecError, Terminated
 
 app = typer.Typer(
@@ -78,10 +78,10 @@ def main() -> None:
         rc = app(standalone_mode=False)
     except SpecError as exc:
         for p in exc.problems:
-            err_console.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+            print_error(p)
         sys.exit(1)
     except D2KError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(exc)
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -85,3 +85,17 @@ def print_table(table: RenderableType, *, out: Console | None = None) -> None:
     natural = Measurement.get(out, out.options.update(width=PIPE_WIDTH), table).maximum
     out.print(table, width=max(natural, 1))
 
+
+
+def print_error(message: object) -> None:
+    """``error: MESSAGE`` on stderr, one line; the message is printed literally (``d2kgrade[gpu]`` is not markup)."""
+    from rich.markup import escape
+
+    err_console.print(f"[red]error:[/red] {escape(str(message))}", highlight=False, soft_wrap=True)
+
+
+def print_warning(message: object) -> None:
+    """``warning: MESSAGE`` on stderr, printed literally."""
+    from rich.markup import escape
+
+    err_console.print(f"[yellow]warning:[/yellow] {escape(str(message))}", highlight=False, soft_wrap=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from d2kgrade.cli._common import JsonOption, SuiteOption, console, err_console, print_json, print_table
+from d2kgrade.cli._common import JsonOption, SuiteOption, console, print_error, print_json, print_table, print_warning
 
 
 def _stat(s) -> str:
@@ -119,11 +119,10 @@ def agree(
     elif not nothing:
         render(result, per_property=per_property)
     for w in result.warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        print_warning(w)
     if nothing:  # one rater and no gold set: the thing asked for cannot be computed
-        err_console.print(f"[red]error:[/red] no agreement to compute from {', '.join(map(str, ratings))}: it needs "
-                          "two raters of the same properties, a --gold set, or a judge's repeated samples",
-                          highlight=False, soft_wrap=True)
+        print_error(f"no agreement to compute from {', '.join(map(str, ratings))}: it needs two raters of the same "
+                    "properties, a --gold set, or a judge's repeated samples")
         raise typer.Exit(1)
 
 

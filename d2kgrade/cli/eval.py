@@ -35,6 +35,7 @@ def eval_command(
 ) -> None:
     """Run SUBMISSION on TASK: correctness on every workload (hidden one included), timing against eager and
     torch.compile, roofline fraction. Exit 0 whatever the kernel did; 1 for your own mistakes and task faults."""
+    from rich.markup import escape
     from rich.table import Table
 
     from d2kgrade.errors import MissingDependencyError
@@ -74,7 +75,7 @@ def eval_command(
                       _fmt_x(w.speedup_compiled), roof)
     print_table(table)
     for f in result.flags:
-        err_console.print(f"[{'red' if f.severity == 'reject' else 'yellow'}]{f.code}[/]: {f.message}",
+        err_console.print(f"[{'red' if f.severity == 'reject' else 'yellow'}]{f.code}[/]: {escape(f.message)}",
                           highlight=False, soft_wrap=True)
     env = result.environment
     console.print(f"{result.message}\n[dim]{env.device}"

@@ -15,7 +15,8 @@ from typing import Any
 
 import typer
 
-from d2kgrade.cli._common import SuiteOption, console, err_console, open_suite, print_json, print_table
+from d2kgrade.cli._common import (SuiteOption, console, err_console, open_suite, print_error, print_json, print_table,
+                                  print_warning)
 from d2kgrade.errors import Terminated, UserError
 
 
@@ -83,6 +84,8 @@ class _Display:
         self.lock = threading.Lock()
 
     def __call__(self, kind: str, eid: str, info: dict[str, Any]) -> None:
+        from rich.markup import escape
+
         with self.lock:
             p = self.progress
             if kind == "plan":
@@ -98,7 +101,7 @@ class _Display:
                     p.advance(self.overall)
                     status = info.get("status")
                     if status in ("failed", "api_failed"):
-                        p.console.print(f"[red]{status}[/red] {eid}: {str(info.get('message'))[:160]}",
+                        p.console.print(f"[red]{status}[/red] {eid}: {escape(str(info.get('message'))[:160])}",
                                         highlight=False, soft_wrap=True)
 
 
@@ -161,7 +164,7 @@ def run_command(
     display = _Display(progress, config.max_turns)
 
     def warn(msg: str) -> None:
-        err_console.print(f"[yellow]warning:[/yellow] {msg}", highlight=False, soft_wrap=True)
+        print_warning(msg)
 
     try:
         with progress:
@@ -190,9 +193,8 @@ def run_command(
         eps = load_run(out)["episodes"]
         bad = eps[~eps["correct"]]
         if len(bad):
-            err_console.print(f"[red]error:[/red] {len(bad)} of {len(eps)} expert kernels did not pass: "
-                              + ", ".join(f"{r.episode_id} ({r.final_status})" for r in bad.itertuples()),
-                              highlight=False, soft_wrap=True)
+            print_error(f"{len(bad)} of {len(eps)} expert kernels did not pass: "
+                        + ", ".join(f"{r.episode_id} ({r.final_status})" for r in bad.itertuples()))
             raise typer.Exit(1)
     _exit_on_unfinished(result.rows)
 
@@ -202,10 +204,9 @@ def _exit_on_unfinished(rows: list[dict[str, Any]]) -> None:
     for status, what in (("api_failed", "failed on the API"), ("failed", "failed inside d2kgrade")):
         bad = [r for r in rows if r.get("status") == status]
         if bad:
-            err_console.print(f"[red]error:[/red] {len(bad)} of {len(rows)} episode(s) run this session {what} "
-                              f"(status {status}; e.g. {bad[0]['episode_id']}: {str(bad[0].get('message'))[:300]}); "
-                              "they are not scored as wrong kernels; rerun the same command to retry them",
-                              highlight=False, soft_wrap=True)
+            print_error(f"{len(bad)} of {len(rows)} episode(s) run this session {what} (status {status}; e.g. "
+                        f"{bad[0]['episode_id']}: {str(bad[0].get('message'))[:300]}); they are not scored as wrong "
+                        "kernels; rerun the same command to retry them")
     if any(r.get("status") in ("api_failed", "failed") for r in rows):
         raise typer.Exit(1)
 

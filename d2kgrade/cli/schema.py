@@ -18,9 +18,14 @@ def export(out: Path = typer.Option(Path("schemas"), "--out", help="Folder to wr
     from d2kgrade.io import atomic_write_text
     from d2kgrade.schema import exported_models
 
+    from d2kgrade.errors import UserError
+
     for name, model in exported_models().items():
         path = out / f"{name}.schema.json"
-        atomic_write_text(path, json.dumps(model.model_json_schema(), indent=2) + "\n")
+        try:
+            atomic_write_text(path, json.dumps(model.model_json_schema(), indent=2) + "\n")
+        except OSError as exc:
+            raise UserError(f"{out}: cannot write the schemas there ({exc.strerror})") from None
         err_console.print(f"wrote {path}")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from d2kgrade.cli._common import JsonOption, err_console, print_json, print_table
+from d2kgrade.cli._common import JsonOption, print_error, print_json, print_table, print_warning
 from d2kgrade.errors import UserError
 
 HEADLINE = ("correctness", "perf_score", "geomean_speedup_eager", "geomean_speedup_compiled", "fast_1",
@@ -126,9 +126,9 @@ def score(
     except NothingToScore as exc:  # an empty run, or every episode failed on the API: say why, exit 1
         if as_json:
             print_json(exc.result.model_dump(mode="json"))
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        print_error(exc)
         for w in exc.result.warnings:
-            err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+            print_warning(w)
         raise typer.Exit(1) from None
     data = result.model_dump(mode="json")
     if out is not None:
@@ -138,7 +138,7 @@ def score(
     else:
         render(result)
     for w in result.warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        print_warning(w)
 
 
 def register(app: typer.Typer) -> None:

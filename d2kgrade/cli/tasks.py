@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from d2kgrade.cli._common import JsonOption, SuiteOption, err_console, open_suite, print_json, print_table
+from d2kgrade.cli._common import JsonOption, SuiteOption, err_console, open_suite, print_error, print_json, print_table
 from d2kgrade.errors import UserError
 
 tasks_app = typer.Typer(help="List, show and validate the suite's tasks.", no_args_is_help=True)
@@ -76,7 +76,7 @@ def validate(
     else:
         for tid, probs in results.items():
             for p in probs:
-                err_console.print(f"[red]error:[/red] {p}", highlight=False, soft_wrap=True)
+                print_error(p)
         mark = "[green]ok[/green]" if not n_bad else f"[red]{n_bad} of {len(results)} tasks invalid[/red]"
         err_console.print(f"validated {len(results)} tasks in {s.root}: {mark}")
     if n_bad:

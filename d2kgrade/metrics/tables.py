@@ -250,6 +250,8 @@ def load_run_dir(run_dir: Path) -> RunTables:
     if (run_dir / runstore.DB_NAME).is_file():
         try:
             tables = runstore.load_run(run_dir)
+        except UserError:  # RunStoreError: already one line naming the file
+            raise
         except Exception as exc:  # a damaged or foreign sqlite file: say which and why, not a traceback
             raise UserError(f"{run_dir / runstore.DB_NAME}: cannot read the run store ({exc})") from None
         for name in ("episodes", "workloads"):
