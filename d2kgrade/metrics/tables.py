@@ -97,6 +97,8 @@ def validate_table(df: pd.DataFrame, source: str, required: dict[str, str],
     Raises:
         SpecError: one problem per missing column, or for the first bad cell of each column.
     """
+    if df.empty and not len(df.columns):  # an empty file: no rows, and so no header to check
+        df = pd.DataFrame({c: [] for c in required})
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise SpecError([Problem(source, "", f"missing column(s) {', '.join(missing)}; expected at least "
@@ -178,6 +180,8 @@ def read_table(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: file not found")
     suffix = path.suffix.lower()
     if suffix == ".csv":
+        if path.stat().st_size == 0:  # an empty table (a run whose episodes have no final evaluation)
+            return pd.DataFrame()
         try:
             return pd.read_csv(path, dtype=object, keep_default_na=False)
         except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:

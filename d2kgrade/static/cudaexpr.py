@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
-from d2kgrade.static.ir import Call, Expr, Launch
+from d2kgrade.static.ir import LAUNCH_ALIAS, Call, Expr, Launch
 
 if TYPE_CHECKING:
     from d2kgrade.static.facts import Facts
@@ -88,6 +88,10 @@ class CudaExprMixin:
             return Expr("attr", ftxt, recv=self.expr(arg) if arg is not None else None, line=a, end_line=b)
         if t in ("qualified_identifier", "namespace_identifier", "type_identifier"):
             return Expr("name", self.qualified(self.text(n)), line=a, end_line=b)
+        if t == "template_function":  # kernel<128, 64> named as a value (auto k = kernel<BM, BN>;)
+            nm, targs = n.child_by_field_name("name"), n.child_by_field_name("arguments")
+            return Expr("name", self.qualified(self.text(nm)) if nm is not None else "?",
+                        value=self.text(targs)[1:-1] if targs is not None else None, line=a, end_line=b)
         if t == "call_expression":
             return self.call(n, a, b)
         if t == "binary_expression":
@@ -155,14 +159,26 @@ class CudaExprMixin:
             return Expr("const", self.text(n), line=a, end_line=b)
         return Expr("other", t, line=a, end_line=b)
 
+    def vector_type(self, type_text: str) -> str | None:
+        """The vector type (``float4``, ``uint4``...) a type name denotes, directly or through an alias
+        (``using vec_t = uint4;``, ``template <class T> using Vec = typename Traits<T>::type;``), else None."""
+        ty = re.sub(r"\b(const|volatile|__restrict__|__restrict|typename)\b|[*&]", " ", type_text)
+        ty = re.sub(r"<.*>", "", ty).strip().split("::")[-1].strip()
+        if ty in VECTOR_TYPES:
+            return ty
+        return self.facts.memo("cuda_vector_aliases", dict).get(ty)
+
     def cast(self, type_text: str, value: Expr, n: ts.Node, a: int, b: int) -> Expr:
         ty = re.sub(r"\s+", " ", type_text.replace("const ", "").replace("__restrict__", "")).strip()
         if "*" in ty:
             base = ty.replace("*", "").strip().split("::")[-1]
+            vec = self.vector_type(base)
             self.token("reinterpret", base, n)
-            if base in VECTOR_TYPES:
-                self.token("type", base, n)
-            return Expr("call", "reinterpret_cast", (value,), value=base, line=a, end_line=b)
+            if vec is not None and vec != base:
+                self.token("reinterpret", vec, n)  # reinterpret_cast<const Vec<T>*>: the vector type behind the alias
+            if vec is not None:
+                self.token("type", vec, n)
+            return Expr("call", "reinterpret_cast", (value,), value=vec or base, line=a, end_line=b)
         dt = _SCALAR_DTYPES.get(ty.split("::")[-1])
         if dt:
             return Expr("cast", dt, (value,), line=a, end_line=b)
@@ -210,6 +226,8 @@ class CudaExprMixin:
                 self.f.calls.append(Call(name, e, self.loops, self.guards))
             return e
         launch = [c for c in n.children if c.type == "kernel_call_syntax"]
+        if name == "launch" and not launch:
+            name = LAUNCH_ALIAS  # a host function the source calls launch(...), not a kernel launch
         if launch:
             cfg = [self.expr(c) for c in launch[0].named_children]
             la = Launch("cu:" + name.split("::")[-1], cfg[0] if cfg else None, args, {},

@@ -18,7 +18,7 @@ import tree_sitter_cuda as tsc
 
 from d2kgrade.static.cudaexpr import _SCALAR_DTYPES, VECTOR_TYPES, CudaExprMixin, _num
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Assign, Call, Expr, Function, Loop, SharedBuffer, Token
+from d2kgrade.static.ir import LAUNCH_ALIAS, Assign, Call, Expr, Function, Loop, SharedBuffer, Token
 
 log = logging.getLogger(__name__)
 
@@ -146,10 +146,37 @@ class CudaLowerer(CudaExprMixin):
                                                                                   "function_declarator"))
         quals |= {q for q in ("__global__", "__device__", "__host__") if q in qual_text}
         kind = "global" if "__global__" in quals else "device" if "__device__" in quals else "cpp"
+        params, pointers, refs, vectors = self.parameters(decl.child_by_field_name("parameters"))
+        a, b = self.lines(n)
+        key = "cu:" + (LAUNCH_ALIAS if name == "launch" else name)
+        if key in self.facts.functions and self.facts.functions[key].lang == "cuda":
+            if n.child_by_field_name("body") is None:
+                return
+            prev = self.facts.functions[key]
+            if prev.assigns or prev.calls:  # overloads: keep the first definition, note the rest
+                key = f"cu:{name}@{a}"
+        f = Function(key, name, "cuda", kind, params, a, b, constexprs=set(template_params),  # type: ignore[arg-type]
+                     pointer_params=pointers, ref_params=refs, source=self.source, vector_params=vectors)
+        lb = [c for c in n.children if c.type == "launch_bounds"]
+        if lb:
+            nums = [c for c in lb[0].children if c.type not in ("(", ")", ",", "__launch_bounds__")]
+            f.launch_bounds = self.expr(nums[0]) if nums else None
+            self.token("launch_bounds", self.text(lb[0]), lb[0])
+        body = n.child_by_field_name("body")
+        if body is None:
+            return
+        self.facts.functions[key] = f
+        saved = (self.f, self.pointers, self.arrays, self.loops, self.guards)
+        self.f, self.pointers, self.arrays, self.loops, self.guards = f, set(pointers), set(), (), ()
+        self.block(body)
+        self.f, self.pointers, self.arrays, self.loops, self.guards = saved
+
+    def parameters(self, plist: ts.Node | None) -> tuple[list[str], set[str], set[str], set[str]]:
+        """Names of a parameter list; which are pointers, references, and pointers to a vector type."""
         params: list[str] = []
         pointers: set[str] = set()
         refs: set[str] = set()
-        plist = decl.child_by_field_name("parameters")
+        vectors: set[str] = set()
         for p in (plist.children if plist is not None else []):
             if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
                 continue
@@ -172,29 +199,36 @@ class CudaLowerer(CudaExprMixin):
                 params.append(pname)
                 if is_ptr and not is_ref:  # a reference to an array is the caller's array, not memory
                     pointers.add(pname)
+                    ty = p.child_by_field_name("type")
+                    vec = self.vector_type(self.text(ty)) if ty is not None else None
+                    if vec is not None:  # const uint4* __restrict__ x: 128-bit accesses through x
+                        vectors.add(pname)
+                        self.token("type", vec, p)
                 if is_ref:
                     refs.add(pname)
-        a, b = self.lines(n)
-        key = "cu:" + name
-        if key in self.facts.functions and self.facts.functions[key].lang == "cuda":
-            if n.child_by_field_name("body") is None:
-                return
-            prev = self.facts.functions[key]
-            if prev.assigns or prev.calls:  # overloads: keep the first definition, note the rest
-                key = f"cu:{name}@{a}"
-        f = Function(key, name, "cuda", kind, params, a, b, constexprs=set(template_params),  # type: ignore[arg-type]
-                     pointer_params=pointers, ref_params=refs, source=self.source)
-        lb = [c for c in n.children if c.type == "launch_bounds"]
-        if lb:
-            nums = [c for c in lb[0].children if c.type not in ("(", ")", ",", "__launch_bounds__")]
-            f.launch_bounds = self.expr(nums[0]) if nums else None
-            self.token("launch_bounds", self.text(lb[0]), lb[0])
-        body = n.child_by_field_name("body")
+        return params, pointers, refs, vectors
+
+    def lambda_function(self, name: str, node: ts.Node) -> None:
+        """``auto step = [&](int s, int k0) { ... };`` inside a function: a device helper named ``step`` whose body
+        sees the enclosing function's variables (captures), inlined where it is called like any helper."""
+        assert self.f is not None
+        decl = next((c for c in node.children if c.type == "lambda_declarator"), None)
+        plist = decl.child_by_field_name("parameters") if decl is not None else None
+        params, pointers, refs, vectors = self.parameters(plist)
+        body = node.child_by_field_name("body") or next((c for c in node.children if c.type == "compound_statement"),
+                                                          None)
         if body is None:
             return
+        a, b = self.lines(node)
+        key = "cu:" + name if "cu:" + name not in self.facts.functions else f"cu:{name}@{a}"
+        outer = self.f
+        kind = "device" if outer.is_device else "cpp"
+        f = Function(key, name, "cuda", kind, params, a, b, constexprs=set(outer.constexprs),  # type: ignore[arg-type]
+                     pointer_params=pointers | outer.pointer_params, ref_params=refs | set(params) - set(params),
+                     source=self.source, vector_params=vectors | outer.vector_params)
         self.facts.functions[key] = f
         saved = (self.f, self.pointers, self.arrays, self.loops, self.guards)
-        self.f, self.pointers, self.arrays, self.loops, self.guards = f, set(pointers), set(), (), ()
+        self.f, self.pointers, self.loops, self.guards = f, self.pointers | pointers, (), ()
         self.block(body)
         self.f, self.pointers, self.arrays, self.loops, self.guards = saved
 
@@ -247,6 +281,14 @@ class CudaLowerer(CudaExprMixin):
                     self.token("array", f"{type_text} {name}[{']['.join(reversed(dims))}]", n)
             if is_ptr:
                 self.pointers.add(name)
+            if is_ptr and self.f is not None and (vec := self.vector_type(type_text)) is not None:
+                self.f.vector_params.add(name)  # const Vec<T>* xr = x + row * nvec
+                self.token("type", vec, n)
+            elif not is_ptr and (vec := self.vector_type(type_text)) is not None and vec != type_text:
+                self.token("type", vec, n)  # Vec<T> raw = __ldcs(...): a vector value behind an alias
+            if value is not None and value.type == "lambda_expression" and self.f is not None:
+                self.lambda_function(name, value)
+                continue
             if value is not None:
                 if value.type == "initializer_list":
                     val = Expr("tuple", "", tuple(self.expr(c) for c in value.named_children), line=a, end_line=b)
@@ -259,6 +301,9 @@ class CudaLowerer(CudaExprMixin):
                     self.pointers.add(name)
                 if self.f is not None:
                     self.f.assigns.append(Assign((name,), val, a, b, self.loops, self.guards))
+                    if "constexpr" in qual_text or ("const" in qual_text.split() and val.kind == "const"
+                                                    and not is_ptr and not dims):
+                        self.f.constexprs.add(name)  # constexpr int V = Traits<T>::N; const int G = 8: compile-time
                 elif is_const and val.kind == "const" and isinstance(val.value, (int, float)):
                     self.facts.consts[name] = val.value
                 elif is_const and (v := _fold_const(val, self.facts.consts)) is not None:
@@ -600,9 +645,72 @@ def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
         facts.errors.append(f"{where} does not parse: {what} at line {line}")
         return
     ids = facts.memo("loop_ids", lambda: [10_000])
+    facts.memo("cuda_vector_aliases", dict).update(_vector_aliases(root, src))
+    before = set(facts.functions)
     lowerer = CudaLowerer(facts, src, offset, source, ids)
     lowerer.unroll_rows = unroll_rows
     lowerer.unit(root)
+    _resolve_local_launches(facts, [f for k, f in facts.functions.items() if k not in before])
+
+
+def _vector_aliases(root: ts.Node, src: bytes) -> dict[str, str]:
+    """Type names that stand for a vector type: ``using vec_t = uint4;``, ``typedef float4 f4;``, and traits
+    (``template <> struct VecTraits<float> { using type = float4; };`` makes ``VecTraits`` and an alias of
+    ``typename VecTraits<T>::type`` vector types)."""
+    def text(n: ts.Node) -> str:
+        return src[n.start_byte:n.end_byte].decode("utf-8", "replace")
+
+    raw: dict[str, list[str]] = {}
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type == "alias_declaration":
+            name = n.child_by_field_name("name")
+            ty = n.child_by_field_name("type")
+            if name is None or ty is None:
+                continue
+            raw.setdefault(text(name), []).append(text(ty))
+            owner = n.parent
+            while owner is not None and owner.type not in ("struct_specifier", "class_specifier"):
+                owner = owner.parent
+            oname = owner.child_by_field_name("name") if owner is not None else None
+            if oname is not None:
+                base = text(oname).split("<")[0].strip()
+                raw.setdefault(base, []).append(text(ty))
+        elif n.type == "type_definition":
+            ty = n.child_by_field_name("type")
+            for d in n.children_by_field_name("declarator"):
+                if ty is not None:
+                    raw.setdefault(text(d).strip("*& "), []).append(text(ty))
+    out: dict[str, str] = {}
+    for _ in range(4):  # aliases of aliases
+        for name, texts in raw.items():
+            if name in out:
+                continue
+            for t in texts:
+                for ident in re.findall(r"[A-Za-z_]\w*", t):
+                    vec = ident if ident in VECTOR_TYPES else out.get(ident)
+                    if vec is not None:
+                        out[name] = vec
+                        break
+                if name in out:
+                    break
+    return out
+
+
+def _resolve_local_launches(facts: Facts, funcs: list[Function]) -> None:
+    """``auto kern = gemm_kernel<BM, BN>; kern<<<grid, block, smem>>>(...)``: the launch runs ``gemm_kernel``."""
+    for f in funcs:
+        for la in f.launches:
+            if la.kernel in facts.functions:
+                continue
+            for d in reversed(f.defs().get(la.kernel[3:], [])):
+                v = d.value
+                if v.kind == "name" and "cu:" + v.op.split("::")[-1] in facts.functions:
+                    la.kernel = "cu:" + v.op.split("::")[-1]
+                    la.template = la.template or (str(v.value).strip("<>").replace(" ", "") if v.value else "")
+                    break
 
 
 def cuda_edges(facts: Facts) -> Callable[[Function], list[str]]:

@@ -203,6 +203,10 @@ class Launch:
     """Python: the launched expression (``k`` of ``k[grid](...)``; ``KERNELS[mode]``), for resolving it."""
 
 
+LAUNCH_ALIAS = "launch@fn"
+"""The key and call name of a function the source itself names ``launch`` (a common name for a host helper):
+``launch`` is the name of kernel-launch calls, so the function is renamed to keep the two apart."""
+
 COMPUTED = "computed"
 """An autotune config field set from a variable (``num_stages=s`` in a generating loop): present, value unknown."""
 
@@ -259,6 +263,9 @@ class Function:
     """Triton ``tl.constexpr`` parameters; CUDA template parameters."""
     pointer_params: set[str] = field(default_factory=set)
     """CUDA parameters declared as pointers."""
+    vector_params: set[str] = field(default_factory=set)
+    """CUDA pointer parameters and locals whose element type is a vector type (``const uint4*``, or an alias of one
+    such as ``Vec<T>``, ``vec_t``)."""
     defaults: dict[str, Expr] = field(default_factory=dict)
     """Parameter defaults."""
     ref_params: set[str] = field(default_factory=set)

@@ -16,7 +16,7 @@ import ast
 import functools
 from typing import Any
 
-from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop
+from d2kgrade.static.ir import LAUNCH_ALIAS, Assign, Call, Expr, Function, Launch, Loop
 
 # Roots treated as module paths even without an import (snippets often use `tl` and `triton` unimported).
 MODULE_ROOTS = {"tl": "triton.language", "triton": "triton", "torch": "torch", "math": "math",
@@ -206,6 +206,8 @@ class Lowerer:
         if tf is _Name:
             imp = self.imports.get(fn.id)  # type: ignore[attr-defined]
             name = fn.id if imp is None else canonical(imp)  # type: ignore[attr-defined]
+            if name == "launch":
+                name = LAUNCH_ALIAS
         elif tf is _Attribute:
             d = self.dotted(fn)
             if d is not None:

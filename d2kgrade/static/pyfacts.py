@@ -18,7 +18,7 @@ from typing import Any
 from d2kgrade.static.entry import _binds_kernel, live_binding
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.host import HostInliner, entry_function
-from d2kgrade.static.ir import COMPUTED, Assign, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
+from d2kgrade.static.ir import COMPUTED, LAUNCH_ALIAS, Assign, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
 from d2kgrade.static.lower import Lowerer
 from d2kgrade.static.siblings import add_siblings
 
@@ -170,7 +170,7 @@ class PyExtractor:
         for sub in st.body:
             if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(sub.name)
-                self._function(sub, st.name + ".")
+                self._function(sub, st.name + ".", method=True)
             elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
                 self._class_constant(st.name, sub)
         self.classes[st.name] = methods
@@ -199,8 +199,8 @@ class PyExtractor:
         dummy = Function("<decorator>", "<decorator>", "py", "host", [], 0, 0)
         return Lowerer(dummy, self.facts.imports, self.facts.consts, self.loop_ids).expr(node)
 
-    def _function(self, st: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str) -> None:
-        key = prefix + st.name
+    def _function(self, st: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, method: bool = False) -> None:
+        key = prefix + (LAUNCH_ALIAS if st.name == "launch" and not method else st.name)
         if key in self.facts.functions:  # a second def of one name (in another branch): the first one resolves
             key = f"{key}@{st.lineno}"
         a = st.args

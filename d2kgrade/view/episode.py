@@ -279,7 +279,7 @@ def kernels_section(ctx: EpisodeContext) -> str:
             text = _read(run, v["file_path"]) or ""
             old = prev.get(v["path"])
             body = (diff_block(old, text, f"v{v['version'] - 1:03d}", f"v{v['version']:03d}") if old is not None
-                    else "<p>First version of this file.</p>" + code_block(text, f"v{v['version']}"))
+                    else "<p>First version of this file.</p>" + code_block(text, f"v{v['version']}", language=""))
             evals = ", ".join(f"{esc(k)}: {status_badge(s)}" for k, s in v["evals"]) or "not evaluated"
             out.append(f'<details class="version" id="v{v["version"]}"><summary>v{v["version"]:03d} '
                        f"<code>{esc(v['path'])}</code> · turn {v['turn']} · {num(v['n_bytes'], 'int')} bytes · "

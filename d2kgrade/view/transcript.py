@@ -49,9 +49,10 @@ def _tool_call(call: dict[str, Any], idx: str) -> str:
     parts = [head, f" <code class='args'>{esc(json.dumps(rest))}</code>" if rest else ""]
     if content is not None:
         path = str(args.get("path", ""))
-        lang = "python" if path.endswith(".py") else ""
+        # plain text here: the kernels section shows every version highlighted or as a diff, and highlighting
+        # each write again costs most of a page's build time (pygments, ~0.1 s per 300-line file)
         parts.append(f'<details class="fold"><summary>{esc(path or "content")}: {content.count(chr(10)) + 1} '
-                     f"lines</summary>{code_block(content, f'c{idx}', language=lang)}</details>")
+                     f"lines</summary>{code_block(content, f'c{idx}', language='')}</details>")
     return "".join(parts) + "</div>"
 
 

@@ -8,6 +8,7 @@ import re
 from d2kgrade.static.checkutil import code, is_persistent, span
 from d2kgrade.static.dataflow import flow
 from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Function, Launch
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
@@ -85,6 +86,7 @@ def warp_per_row(facts: Facts, lang: str) -> CheckResult:
     fl = flow(facts)
     for fn in code(facts, "cuda"):
         warp_vars = set()
+        mem = fl.memory_ops(fn)
         for a in fn.assigns:
             for n in a.value.walk():
                 if n.kind == "bin" and len(n.args) == 2 and "threadIdx.x" in n.args[0].names() and (
@@ -92,9 +94,15 @@ def warp_per_row(facts: Facts, lang: str) -> CheckResult:
                         or (n.op == ">>" and fl.fold(n.args[1], fn) == 5)):
                     warp_vars.update(a.targets)
                     break
+            if set(a.targets) & warp_vars and any(x.startswith("blockIdx") for x in a.value.names()):
+                row = a.targets[0]  # row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, in one expression
+                used = [c for _, c, _ in mem if fl.refs(c.expr.args[0], fn, row)] if mem else []
+                if used:
+                    return found(f"row index {row} from blockIdx and warp id in {fn.name}",
+                                 [Span(a.line, a.end_line, "row = block * warps + warp"),
+                                  span(used[0], "row access")], 0.85)
         if not warp_vars:
             continue
-        mem = fl.memory_ops(fn)
         for a in fn.assigns:
             if a.value.kind == "other":
                 continue
@@ -113,6 +121,14 @@ def warp_per_row(facts: Facts, lang: str) -> CheckResult:
 _ARRAY = re.compile(r"^(?P<type>.+?)\s+(?P<name>\w+)\[(?P<dims>.*)\]$")
 
 
+def _compile_time(dim: str, fn: Function, facts: Facts) -> bool:
+    """Is an array extent a compile-time expression (``ITEMS * V``, ``WM / 16``): every name in it a template
+    parameter, a ``constexpr`` local or a constant? Its value is not known, but registers can hold it."""
+    names = re.findall(r"[A-Za-z_]\w*", dim)
+    return bool(names) and all(n in fn.constexprs or n in facts.consts for n in names) and not re.search(
+        r"[^\w\s*+/()%-]", dim)
+
+
 @check("register_array")
 def register_array(facts: Facts, lang: str, *, min_size: int = 2) -> CheckResult:
     """A reachable CUDA kernel keeps a per-thread array of at least ``min_size`` elements in registers
@@ -129,7 +145,7 @@ def register_array(facts: Facts, lang: str, *, min_size: int = 2) -> CheckResult
                 try:
                     v = int(d.strip().rstrip("uUlL"))
                 except ValueError:
-                    v = min_size if d.strip() in fn.constexprs else None
+                    v = min_size if _compile_time(d, fn, facts) else None
             if v is None:
                 size = 0
                 break
@@ -157,12 +173,26 @@ def template_variants(facts: Facts, lang: str, *, min: int = 2) -> CheckResult: 
     by_kernel: dict[str, dict[str, object]] = {}
     for la in facts.launches:
         if la.kernel in facts.functions and facts.functions[la.kernel].lang == "cuda" and la.template:
-            by_kernel.setdefault(la.kernel, {})[la.template] = la
+            for t in _instantiations(facts, la):
+                by_kernel.setdefault(la.kernel, {})[t] = la
     for k, variants in by_kernel.items():
         if len(variants) >= min:
             return found(f"{facts.functions[k].name} launched with {len(variants)} template configurations",
                          [span(la, f"<{t}>") for t, la in list(variants.items())[:4]], 0.8)  # type: ignore[arg-type]
     return missing(f"no kernel template launched with {min} different configurations", confidence=0.75)
+
+
+def _instantiations(facts: Facts, la: Launch) -> list[str]:
+    """The template arguments a launch runs with: its own, or, when they are the template parameters of the host
+    function around it (``template <int BM, int BN> void run(...) { gemm<BM, BN><<<...>>>(...); }``), those of
+    every call of that host function (``run<128, 256>(...)``, ``run<128, 128>(...)``)."""
+    caller = facts.functions.get(la.caller)
+    names = set(re.findall(r"[A-Za-z_]\w*", la.template))
+    if caller is None or not caller.constexprs or not names <= caller.constexprs:
+        return [la.template]
+    calls = [str(c.expr.value).replace(" ", "") for f in facts.hosts("cuda") for c in f.calls
+             if "cu:" + c.name.split("::")[-1] == caller.key and c.expr.value]
+    return calls or [la.template]
 
 
 @check("smem_padding")
