@@ -90,6 +90,7 @@ def install(source_file: str | Sequence[str]) -> LaunchCounter:
     _count_launches(_STATE.counter)
     profile_proof.mark_interpreter_launches()
     _patch_autotune()
+    _patch_driver()
     _patch_float_scalars()
     _patch_libdevice()
     _patch_bf16()
@@ -172,6 +173,62 @@ def _static_assert_failed(exc: BaseException) -> bool:
         tb = tb.tb_next
     return False
 
+
+# --------------------------------------------------------------------------------------------- driver queries
+
+NOMINAL_DEVICE = {"multiprocessor_count": 132, "max_shared_mem": 232448, "max_num_regs": 65536, "warpSize": 32,
+                  "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 6144}
+"""What ``driver.active.utils.get_device_properties`` answers under the interpreter: an H100/H200-class device.
+Host code sizes grids and tiles from it; the interpreter runs any tile, so no result depends on it."""
+
+
+class _InterpreterDriver:
+    """The read-only queries host code makes of ``triton.runtime.driver.active`` (the tutorials size persistent
+    grids from the SM count), answered on CPU, where the interpreter has no driver at all."""
+
+    class utils:  # noqa: N801 - the attribute name host code uses
+        @staticmethod
+        def get_device_properties(device: Any = None) -> dict[str, int]:
+            return dict(NOMINAL_DEVICE)
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device: Any) -> None:
+        return None
+
+    def get_current_stream(self, device: Any = None) -> int:
+        return 0
+
+    def get_active_torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+    def get_benchmarker(self) -> Callable[..., Any]:
+        def bench(kernel_call: Callable[[], Any], quantiles: Sequence[float] | None = None, **_: Any) -> Any:
+            kernel_call()
+            return [0.0] * len(quantiles) if quantiles else 0.0
+
+        return bench
+
+
+def _patch_driver() -> None:
+    import importlib
+
+    config = importlib.import_module("triton.runtime.driver").driver
+    try:
+        config.active  # noqa: B018 - a real driver (there is none under the interpreter on a CPU host)
+    except RuntimeError:
+        _patch(config, "_active", _InterpreterDriver())
 
 # --------------------------------------------------------------------------------------------- float scalars
 
@@ -572,6 +629,8 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
      "tl.inline_asm_elementwise is not supported by the Triton interpreter"),
     (re.compile(r"'InterpreterBuilder' object has no attribute '(\w+)'"),
      "the Triton interpreter does not implement {0}"),
+    (re.compile(r"'NoneType' object has no attribute '(_init_handles|n_regs|n_spills|metadata|asm)'"),
+     "the precompile API (kernel.warmup(...).{0}) returns nothing under the Triton interpreter"),
 ]
 
 

@@ -95,6 +95,13 @@ FRAME_ATTRS = frozenset({
 INTERCEPT_METHODS = frozenset({"__torch_function__", "__torch_dispatch__", "__del__", "__array__",
                                "__array_interface__", "__cuda_array_interface__", "__dlpack__", "__index__"})
 
+# Read-only device queries of Triton's driver that launchers make (the tutorials size persistent grids from the SM
+# count); everything else under triton.runtime.driver (set_active, the launcher, the benchmarker) stays banned.
+DRIVER_QUERIES = frozenset({
+    "triton.runtime.driver.active.utils.get_device_properties", "triton.runtime.driver.active.get_current_device",
+    "triton.runtime.driver.active.get_current_target", "triton.runtime.driver.active.get_active_torch_device",
+})
+
 # torch classes a launcher may subclass: they intercept nothing (Liger wraps every kernel in an autograd.Function,
 # vLLM's layers are nn.Modules); interception hooks defined on any class are flagged on their own.
 SAFE_TORCH_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function", "torch.nn.Module",
@@ -212,7 +219,9 @@ class _Walker(ast.NodeVisitor):
     def _protected(dotted: str | None) -> bool:
         return dotted is not None and dotted.split(".")[0] in PROTECTED_ROOTS
 
-    def _check_dotted(self, dotted: str, node: ast.AST) -> None:
+    def _check_dotted(self, dotted: str, node: ast.AST, importing: bool = False) -> None:
+        if dotted.split("()", 1)[0] in DRIVER_QUERIES or (importing and dotted == "triton.runtime.driver"):
+            return  # a read-only device query (its other uses are still checked where they happen)
         for prefix, rule in BANNED_PREFIXES.items():
             if dotted == prefix or dotted.startswith(prefix + "."):
                 self.flag(rule, node, f"uses {dotted}")
@@ -246,7 +255,7 @@ class _Walker(ast.NodeVisitor):
                 continue
             if full in BANNED_CALLS:
                 self.flag(BANNED_CALLS[full], node, f"imports {full}")
-            self._check_dotted(full, node)
+            self._check_dotted(full, node, importing=True)
             self.aliases[a.asname or a.name] = full
 
     # ----------------------------------------------------------------------------------------- definitions

@@ -296,6 +296,19 @@ def test_uninstall_restores_every_attribute() -> None:
     assert type(vars(autotuner.Autotuner)["do_bench"]).__name__ == "cached_property"
 
 
+@needs_interpreter
+def test_driver_queries_are_answered_and_restored(compat) -> None:
+    import importlib
+
+    config = importlib.import_module("triton.runtime.driver").driver
+    assert config.active.utils.get_device_properties(0)["multiprocessor_count"] == 132
+    assert config.active.get_current_target().arch == 90
+    assert config.active.get_active_torch_device() == torch.device("cpu")
+    interp_compat.uninstall()
+    assert config._active is None
+    interp_compat.install(__file__)  # the fixture uninstalls again
+
+
 def _raised(fn) -> BaseException:
     try:
         fn()
@@ -320,6 +333,7 @@ def test_limitations_are_named_and_kernel_faults_are_not() -> None:
     assert "no GPU driver" in interp_compat.limitation(_raised(driver))
     assert "needs a CUDA device" in interp_compat.limitation(_raised(no_cuda))
     assert interp_compat.limitation(_raised(chained)).startswith("libdevice.brev")
+    assert "precompile" in interp_compat.limitation(_raised(lambda: None.n_regs))
     for fault in (lambda: 1 / 0, lambda: np.zeros(2)[5], lambda: torch.ones(2) @ torch.ones(3)):
         assert interp_compat.limitation(_raised(fault)) is None
 

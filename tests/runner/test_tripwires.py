@@ -112,3 +112,17 @@ def test_launcher_classes_of_production_kernels_pass() -> None:
     assert [(f.code, f.line) for f in scan(hooked, SOFTMAX_OPS)] == [("static.tensor_subclass", 9)]
     assert [f.code for f in scan("import torch\nclass T(torch.nn.Parameter):\n    pass\n"
                                  "def kernel(x):\n    return x\n")] == ["static.tensor_subclass"]
+
+
+def test_read_only_driver_queries_pass_and_the_rest_of_the_driver_does_not() -> None:
+    # Triton's tutorials: DEVICE from the active driver, NUM_SM from its device properties.
+    src = ("import triton\nfrom triton.runtime import driver\n"
+           "DEVICE = triton.runtime.driver.active.get_active_torch_device()\n"
+           "NUM_SM = driver.active.utils.get_device_properties(DEVICE.index)['multiprocessor_count']\n"
+           "ARCH = triton.runtime.driver.active.get_current_target().arch\n"
+           "def kernel(x):\n    return x\n")
+    assert scan(src, SOFTMAX_OPS) == []
+    for line in ("driver.set_active(object())", "triton.runtime.driver.active.get_benchmarker()",
+                 "d = driver", "driver.active = None"):
+        hits = [f.code for f in scan(src + line + "\n", SOFTMAX_OPS) if f.line == 8]
+        assert hits == ["static.monkeypatch"], (line, hits)
