@@ -180,11 +180,11 @@ def read_table(path: Path) -> pd.DataFrame:
         raise UserError(f"{path}: file not found")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        if path.stat().st_size == 0:  # an empty table (a run whose episodes have no final evaluation)
-            return pd.DataFrame()
         try:
             return pd.read_csv(path, dtype=object, keep_default_na=False)
-        except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        except pd.errors.EmptyDataError:  # an empty table (a run whose episodes have no final evaluation)
+            return pd.DataFrame()
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
             raise UserError(f"{path}: not a readable CSV file ({str(exc).splitlines()[0]})") from None
     if suffix in (".jsonl", ".ndjson", ".json"):
         rows = []

@@ -63,4 +63,4 @@ def test_score_reads_the_run_store(tmp_path):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "results.sqlite").write_text("not sqlite")
     res = CliRunner().invoke(app, ["score", str(tmp_path / "bad")])
-    assert isinstance(res.exception, UserError) and "cannot read the run store" in str(res.exception)
+    assert isinstance(res.exception, UserError) and "results.sqlite: is not an SQLite database" in str(res.exception)

@@ -226,3 +226,38 @@ def test_score_cli_tables_and_option_errors(tmp_path):
     assert isinstance(bad.exception, UserError) and "--fast-p" in str(bad.exception)
     bad = CliRunner().invoke(app, ["score", str(run), "--rater", "robot"])
     assert isinstance(bad.exception, UserError) and "--rater" in str(bad.exception)
+
+
+def test_api_failures_are_left_out_and_counted_not_wrong(tmp_path):
+    """Two tasks; task tb's guided episode failed on the API: it is neither a wrong kernel nor a pair."""
+    eps = [episode("a-u", "ta", "unguided", False), episode("a-g", "ta", "guided", True),
+           episode("b-u", "tb", "unguided", True), {**episode("b-g", "tb", "guided", False), "status": "api_failed"},
+           {**episode("c-g", "tc", "guided", False), "status": "failed"}]
+    for e in eps:
+        e.setdefault("status", "finished")
+    run = write_tables(tmp_path / "run", eps, [*workloads("a-g", [2.0]), *workloads("b-u", [1.0])])
+    res = score_runs([load_run_dir(run)], ScoreConfig(resamples=0))
+    guided = next(a for a in res.arms if a.arm == "guided")
+    assert guided.metrics["correctness"].value == 1.0 and guided.n_episodes == 1  # not 1 of 3
+    comp = res.comparisons[0]
+    assert comp.n_pairs == 1 and comp.metrics["correctness"].delta == 1.0  # only task ta pairs
+    counts = {(c.arm, c.status): (c.n, c.scored) for c in res.episode_statuses}
+    assert counts == {("guided", "finished"): (1, True), ("guided", "api_failed"): (1, False),
+                      ("guided", "failed"): (1, False), ("unguided", "finished"): (2, True)}
+    assert any("1 episode(s) failed on the API (status api_failed)" in w and "not counted as wrong" in w
+               for w in res.warnings)
+
+
+def test_nothing_to_score_says_why(tmp_path):
+    from d2kgrade.metrics import NothingToScore
+
+    eps = [{**episode("a-u", "ta", "unguided", False), "status": "api_failed"},
+           {**episode("a-g", "ta", "guided", False), "status": "api_failed"}]
+    run = write_tables(tmp_path / "run", eps, [])
+    with pytest.raises(NothingToScore, match="no agent episode has an outcome to score") as exc:
+        score_runs([load_run_dir(run)], ScoreConfig(resamples=0))
+    assert exc.value.result.arms == [] and sum(c.n for c in exc.value.result.episode_statuses) == 2
+    ref_only = write_tables(tmp_path / "ref", [episode("r", "ta", "guided", True, agent="reference")],
+                            workloads("r", [2.0]))
+    with pytest.raises(NothingToScore, match="only expert reference episodes"):
+        score_runs([load_run_dir(ref_only)], ScoreConfig(resamples=0))

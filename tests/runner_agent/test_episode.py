@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from d2kgrade.runstore import load_run
+from runner.agent.recorder import sent_requests
 from runner.run import run
 from tests.fakes.openai_server import FakeOpenAI
 from tests.runner_agent.helpers import CALLS, ROOT, config, marker_evaluate, step, tool_call
@@ -191,6 +192,17 @@ def test_text_fallback_when_the_server_refuses_tools(tmp_path: Path):
     last = srv.requests[-1]["messages"]
     assert "```tool" in last[0]["content"] or any("```tool" in str(m["content"]) for m in last)
     assert any("[tool result: submit" in str(m["content"]) for m in last)
+    # the transcript holds exactly what was sent, the refused request with tools and the fallback's merged
+    # multi-KB instructions included (it used to keep only the 298-character message they were merged into)
+    transcript = [json.loads(line) for line in (tmp_path / "run" / row["transcript_path"]).read_text().splitlines()]
+    sent = sent_requests(transcript)
+    assert [r["messages"] for r in sent] == [b["messages"] for b in srv.requests]
+    assert [r["tools"] for r in sent] == [b.get("tools") for b in srv.requests]
+    assert [r["params"]["model"] for r in sent] == [b["model"] for b in srv.requests]
+    notes = [e["content"] for e in transcript if e.get("role") == "user" and "does not accept function calling"
+             in str(e.get("content"))]
+    assert len(notes) == 1 and len(notes[0]) > 2000
+    assert "`sanitize`" in notes[0]  # the text protocol lists every tool, the new one included
 
 
 def test_propose_arm_asks_only_for_the_design(tmp_path: Path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from pathlib import Path
 
@@ -77,3 +78,68 @@ def test_missing_store_and_suite_versions(tmp_path: Path):
     v1 = task_version(tmp_path / "suite", "softmax")
     (copy / "task.yaml").write_text((copy / "task.yaml").read_text() + "\n")
     assert task_version(tmp_path / "suite", "softmax") != v1
+
+
+def test_one_writer_lock_names_its_holder_and_a_stale_one_is_taken_over(tmp_path: Path):
+    import json
+    import os
+    import socket
+    import subprocess
+
+    from d2kgrade.errors import RunStoreError
+    from d2kgrade.runstore import RunLock
+
+    first = RunLock(tmp_path)
+    assert first.acquire() is None
+    held = json.loads((tmp_path / "run.lock").read_text())
+    assert held["pid"] == os.getpid() and held["host"] == socket.gethostname()
+    with pytest.raises(RunStoreError, match=f"another d2kgrade is writing this run directory: PID {os.getpid()}"):
+        RunLock(tmp_path).acquire()  # flock is per open file: a second open conflicts even in this process
+    first.release()
+    assert (tmp_path / "run.lock").read_text() == ""
+    with RunLock(tmp_path):
+        pass
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / "run.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "since": "x"}))
+    lock = RunLock(tmp_path)
+    warning = lock.acquire()
+    assert warning is not None and "took over a stale lock" in warning and f"PID {dead.pid}" in warning
+    lock.release()
+
+
+@pytest.mark.parametrize("content, needle", [
+    (b"", "is empty (0 bytes)"),
+    (b"not a database at all, just some text\n" * 200, "is not an SQLite database"),
+    (None, "an SQLite file but not a run store"),
+])
+def test_a_damaged_or_foreign_store_is_refused_before_anything_is_written(tmp_path: Path, content, needle):
+    from d2kgrade.errors import RunStoreError
+
+    db = tmp_path / "results.sqlite"
+    if content is None:
+        con = sqlite3.connect(db)
+        con.execute("CREATE TABLE other (x)")
+        con.commit()
+        con.close()
+    else:
+        db.write_bytes(content)
+    before = db.read_bytes()
+    with pytest.raises(RunStoreError, match=re.escape(needle)):
+        RunStore(tmp_path)
+    with pytest.raises(RunStoreError, match=re.escape(needle)):
+        load_run(tmp_path)
+    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+def test_the_store_check_keeps_other_connections_locks(tmp_path: Path):
+    """Checking a store while this process has it open must not drop SQLite's POSIX locks (it corrupted resumes)."""
+    a = RunStore(tmp_path)
+    a.finish_episode(_episode("a"))
+    b = RunStore(tmp_path)  # runs check_store_file with a's connection live
+    b.finish_episode(_episode("b"))
+    a.finish_episode(_episode("c"))
+    assert sorted(load_run(tmp_path)["episodes"].episode_id) == ["a", "b", "c"]
+    con = sqlite3.connect(tmp_path / "results.sqlite")
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    con.close()
