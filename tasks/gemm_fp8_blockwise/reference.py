@@ -30,7 +30,9 @@ FP8_MAX = 448.0      # largest finite float8_e4m3fn
 #   too) and B_f's blocks are 16 B1 and -16 B1 + D (B1, D as in "normal"). After block 0 the fp32 sum is ~16
 #   sqrt(128/K) (~9 at K = 384) while the final C stays O(1): a per-block promotion into a bf16 accumulator (or
 #   bf16 split-K partials) rounds ~9 to 2^-4 and misses the 2e-2 + 2e-2|C| bound; fp32 promotion does not. Only
-#   the in-block fp8 MMA accumulator sees the large partial, over one 128-deep block.
+#   the in-block fp8 MMA accumulator sees the large partial, over one 128-deep block: an emulation of it (the block
+#   sum truncated to 13 mantissa bits after every 32-deep MMA, then promoted in fp32) stays at 0.38x the bound at
+#   K = 384, 0.30x at K = 7168 and 0.26x at K = 18432 (normal: 0.26x; block_scaled: 0.34x).
 DISTRIBUTIONS = ("normal", "block_scaled", "cancelling")
 
 

@@ -81,13 +81,8 @@ def baseline(X, W, expert_offsets):
     and the rows are 16-byte aligned (every catalog workload); otherwise one F.linear per non-empty expert
     (offsets copied to the host)."""
     if hasattr(torch, "_grouped_mm") and (X.shape[1] * X.element_size()) % 16 == 0:
-        return torch._grouped_mm(X, W.transpose(-2, -1), offs=expert_offsets[1:], out_dtype=X.dtype)
-    Y = torch.empty((X.shape[0], W.shape[1]), dtype=X.dtype, device=X.device)
-    o = expert_offsets.tolist()
-    for e in range(W.shape[0]):
-        if o[e + 1] > o[e]:
-            Y[o[e]:o[e + 1]] = torch.nn.functional.linear(X[o[e]:o[e + 1]], W[e])
-    return Y
+        return baseline_grouped_mm(X, W, expert_offsets)
+    return baseline_per_expert_cublas(X, W, expert_offsets)
 
 
 # ------------------------------------------------------------------------------------- baseline candidates
