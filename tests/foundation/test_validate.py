@@ -178,3 +178,61 @@ def test_load_task_raises_spec_error_with_every_problem(suite):
     with pytest.raises(SpecError) as info:
         Suite(suite).load_task("softmax")
     assert {p.where for p in info.value.problems} == {"bound", "title"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "self_link", "dangling_link", "device", "directory"])
+def test_unreadable_task_files_are_problems_not_silently_dropped(suite, kind: str):
+    from d2kgrade.io import regular_file_problem
+
+    path = suite / "tasks/softmax/task.yaml"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "self_link":
+        path.symlink_to(path)
+    elif kind == "dangling_link":
+        path.symlink_to(suite / "nowhere.yaml")
+    elif kind == "device":
+        path.symlink_to("/dev/zero")  # would never end
+    else:
+        path.mkdir()
+    expected = {"fifo": "is a FIFO (named pipe)", "self_link": "is a symbolic link that loops",
+                "dangling_link": "is a broken symbolic link", "device": "is a character device",
+                "directory": "is a directory"}[kind]
+    assert expected in (regular_file_problem(path) or "")
+    s = Suite(suite)
+    assert s.task_ids == ["softmax"]  # listed, so that loading it says what is wrong
+    found = validate_suite(Suite(suite))["softmax"]
+    assert any(p.file == str(path) and expected in p.message for p in found), found
+
+
+def test_non_finite_tolerances_are_refused(suite):
+    path = suite / "tasks/softmax/task.yaml"
+    data = yaml.safe_load(path.read_text())
+    for bad in ([float("nan"), 0.0], [0.0, float("inf")]):
+        data["tolerance"] = {**data["tolerance"], "fp32": bad}
+        path.write_text(yaml.safe_dump(data))
+        found = validate_suite(Suite(suite))["softmax"]
+        assert any(p.where.startswith("tolerance") and "finite" in p.message for p in found), found
+
+
+def test_temp_folders_of_dead_processes_are_swept(tmp_path: Path):
+    import subprocess
+    import time
+
+    from d2kgrade.io import private_tempdir, remove_own_tempdirs, sweep_stale_tempdirs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f"d2k-sub-{dead.pid}-x1"
+    live = tmp_path / f"d2k-eval-{os.getppid()}-x2"
+    old_style, fresh_style = tmp_path / "d2k-eval-abc123", tmp_path / "d2k-eval-def456"
+    other = tmp_path / "not-ours"
+    for p in (stale, live, old_style, fresh_style, other):
+        p.mkdir()
+    os.utime(old_style, (time.time() - 2 * 86400,) * 2)
+    assert sorted(p.name for p in sweep_stale_tempdirs(tmp_path)) == [old_style.name, stale.name]
+    assert live.is_dir() and fresh_style.is_dir() and other.is_dir()
+    mine = private_tempdir("sub")
+    assert mine.name.startswith(f"d2k-sub-{os.getpid()}-")
+    assert mine in remove_own_tempdirs(mine.parent) and not mine.exists()
