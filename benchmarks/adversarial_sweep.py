@@ -282,12 +282,12 @@ def run_cli(path: Path, seed: int, *, d2kgrade: str, canaries: dict[str, str], w
 def versions(code: Path | None) -> dict[str, Any]:
     """Versions of what evaluated (asked of the same interpreter and code path) and the code's commit."""
     env = {**os.environ, **({"PYTHONPATH": str(code)} if code else {})}
-    probe = ("import json, importlib.metadata as m, platform, torch, triton, d2kgrade; "
+    probe = ("import json, platform, torch, triton, runner; "
              "print(json.dumps({'torch': torch.__version__, 'triton': triton.__version__, "
-             "'python': platform.python_version(), 'd2kgrade_path': d2kgrade.__file__}))")
-    try:
+             "'python': platform.python_version(), 'runner_path': runner.__file__}))")
+    try:  # from a neutral folder: `python -c` puts the working folder first on sys.path, before PYTHONPATH
         out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                                        timeout=120, check=True).stdout)
+                                        cwd=tempfile.gettempdir(), timeout=120, check=True).stdout)
     except (subprocess.SubprocessError, json.JSONDecodeError, OSError) as exc:
         out = {"error": str(exc)[:300]}
     tree = code or ROOT
