@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import tree_sitter as ts
 
-from d2kgrade.static.ir import LAUNCH_ALIAS, Call, Expr, Launch
+from d2kgrade.static.ir import LAUNCH_ALIAS, Assign, Call, Expr, Launch
 
 if TYPE_CHECKING:
     from d2kgrade.static.facts import Facts
@@ -246,6 +246,11 @@ class CudaExprMixin:
         e = Expr("call", name, args, recv=recv, value=template or None, line=a, end_line=b)
         if self.f is not None:
             self.f.calls.append(Call(name, e, self.loops, self.guards))
+            for x in args:  # cudaDeviceGetAttribute(&sms, ...): the call writes sms
+                if x.kind == "unary" and x.op == "&" and x.args and x.args[0].kind == "name" and not name.startswith(
+                        "atomic") and x.args[0].op not in self.arrays:
+                    self.f.assigns.append(Assign((x.args[0].op,), Expr("other", "out-param", (e,), line=a,
+                                                                        end_line=b), a, b, self.loops, self.guards))
         return e
 
     def asm(self, n: ts.Node, a: int, b: int) -> Expr:

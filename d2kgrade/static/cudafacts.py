@@ -51,6 +51,8 @@ class CudaLowerer(CudaExprMixin):
         self.guards: tuple[Expr, ...] = ()
         self.pointers: set[str] = set()
         self.arrays: set[str] = set()
+        self.views: dict[str, str] = {}
+        """Pointers into a local's registers (``h2 = reinterpret_cast<half2*>(&v)``) -> that local."""
         self.pending_unroll = False
         self.unroll_rows: dict[int, tuple[str, int]] = {}
         """Row of a loop -> (text, row) of a ``#pragma`` blanked before it by :func:`_blank_body_pragmas`."""
@@ -299,6 +301,10 @@ class CudaLowerer(CudaExprMixin):
                         val = Expr("cast", dt, (val,), line=val.line, end_line=val.end_line)
                 if val.kind == "call" and val.op == "reinterpret_cast":
                     self.pointers.add(name)
+                if is_ptr and self.register_view(val):  # h = reinterpret_cast<const bf162*>(&v): v's registers
+                    self.pointers.discard(name)
+                    self.arrays.add(name)
+                    self.views[name] = next(x.args[0].op for x in val.walk() if x.kind == "unary" and x.op == "&")
                 if self.f is not None:
                     self.f.assigns.append(Assign((name,), val, a, b, self.loops, self.guards))
                     if "constexpr" in qual_text or ("const" in qual_text.split() and val.kind == "const"
@@ -447,7 +453,8 @@ class CudaLowerer(CudaExprMixin):
                 target = self.expr(left)
                 if aug:
                     val = Expr("bin", aug, (target, val), line=a, end_line=b)
-                f.assigns.append(Assign((name,), Expr("other", "item-write", (target, val), line=a, end_line=b),
+                names = (name, self.views[name]) if name in self.views else (name,)  # o2[j] = v writes out too
+                f.assigns.append(Assign(names, Expr("other", "item-write", (target, val), line=a, end_line=b),
                                         a, b, self.loops, self.guards, None, aug))
             return
         if t == "update_expression":
@@ -493,7 +500,17 @@ class CudaLowerer(CudaExprMixin):
             return self.pointer_target(left.named_children[0])
         return None
 
+    def register_view(self, e: Expr) -> bool:
+        """Is ``e`` a pointer into a local variable's registers (``&v`` of a non-pointer local, possibly cast)?"""
+        for x in e.walk():
+            if x.kind == "unary" and x.op == "&" and x.args and x.args[0].kind == "name" and (
+                    x.args[0].op not in self.pointers or x.args[0].op in self.arrays):
+                return x.args[0].op not in (self.f.params if self.f is not None else [])
+        return False
+
     def _is_pointer(self, e: Expr) -> bool:
+        if self.register_view(e):
+            return False  # reinterpret_cast<const half2*>(&v)[i]: a read of registers, not of memory
         for x in e.walk():
             if x.kind == "name" and x.op in self.pointers and x.op not in self.arrays:
                 return True

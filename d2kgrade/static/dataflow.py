@@ -211,8 +211,11 @@ class Flow:
             if la.kernel != fn.key:
                 continue
             arg = self.launch_arg(la, fn, param)
+            caller = self.funcs.get(la.caller)
             if arg is None or arg.kind != "name":
                 continue
+            if caller is not None:  # helpers' parameters bound to one host tensor: compare the tensor itself
+                arg = self.root(arg, caller)
             for prev in launches[:i]:
                 k = self.funcs[prev.kernel]
                 if k is fn:
@@ -222,6 +225,9 @@ class Flow:
                         continue
                     for b in bases:
                         e = self.launch_arg(prev, k, b)
+                        pc = self.funcs.get(prev.caller)
+                        if e is not None and e.kind == "name" and pc is not None:
+                            e = self.root(e, pc)
                         if e is not None and e.kind == "name" and e.op == arg.op:
                             out.append((k, c))
         return out

@@ -10,6 +10,7 @@ from d2kgrade.static.checks.values import ATOMICS
 from d2kgrade.static.checkutil import code, deciding_condition, is_persistent, matches, span
 from d2kgrade.static.dataflow import LOADS, Flow, flow, site_of
 from d2kgrade.static.facts import Facts
+from d2kgrade.static.patterns.roles import launch_tensors
 from d2kgrade.static.ir import Call, Expr, Function, Loop
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -990,13 +991,7 @@ def partials_merge_kernel(facts: Facts, lang: str, *, coalesced: bool = True, fp
         launches = [la for la in launches if facts.functions[la.kernel].lang == want]
 
     def host_names(la, k: Function, params: set[str]) -> dict[str, str]:  # noqa: ANN001
-        out = {}
-        for p in params:
-            e = fl.launch_arg(la, k, p)
-            n = next((x for x in e.walk() if x.kind == "name"), None) if e is not None else None
-            if n is not None:
-                out[p] = n.op
-        return out
+        return launch_tensors(fl, la, params)
 
     best = "no kernel reads a buffer that an earlier kernel stored"
     for i, la1 in enumerate(launches):
@@ -1026,7 +1021,10 @@ def partials_merge_kernel(facts: Facts, lang: str, *, coalesced: bool = True, fp
                     if kind != "load" or not bs & params:
                         continue
                     ptr = _address(c)
-                    if ptr is None or _unit_arange(fl, ptr, k2) is None:
+                    scalar = ptr is not None and not any(
+                        n.kind == "call" and n.op == "tl.arange" for n, _, _ in fl.walk(ptr, k2, depth=6))
+                    if ptr is None or (not scalar and _unit_arange(fl, ptr, k2) is None):
+                        # a tile read with lanes across rows scatters; one scalar per split (its lse) does not
                         bad = (f"{k2.name} reads {', '.join(sorted(bs & params))} without a unit-stride tile "
                                f"(line {c.line})")
                         break
@@ -1036,3 +1034,36 @@ def partials_merge_kernel(facts: Facts, lang: str, *, coalesced: bool = True, fp
             return found(f"{k1.name} writes {', '.join(sorted(shared))}; {k2.name} merges it",
                          [span(la1, f"launch of {k1.name}"), span(la2, f"launch of {k2.name}")], 0.8)
     return missing(best, confidence=0.75)
+
+
+@check("kv_load_shared_by_heads")
+def kv_load_shared_by_heads(facts: Facts, lang: str) -> CheckResult:
+    """CUDA: one load of the KV cache serves every query head of the group: the group's query rows packed into a
+    tensor-core MMA (mma/wmma/wgmma issued), or, without tensor cores, a global load whose value is read inside a
+    loop over the group's heads (``for (g = 0; g < G; ++g)``, G computed on the host as a ratio of head counts,
+    ``Hq / Hkv``), with no reload inside that loop."""
+    from d2kgrade.static.checks.tensorcore import cuda_tensor_core
+
+    mma = cuda_tensor_core(facts, lang)
+    if mma.passed:
+        return mma
+    fl = flow(facts)
+    for fn in code(facts, "cuda"):
+        ratio_params = {p for p in fn.params if p not in fn.pointer_params and any(
+            n.kind == "bin" and n.op in ("/", "//") for src, caller in fl.param_sources(fn, p)
+            for n, _, _ in fl.walk(src, caller, depth=4))}
+        if not ratio_params:
+            continue
+        head_loops = [lp for lp in fn.loops if lp.stop is not None and fl.refs(lp.stop, fn, next(iter(ratio_params)))
+                      or any(lp.stop is not None and fl.refs(lp.stop, fn, p) for p in ratio_params)]
+        loads = [c for kind, c, _ in fl.memory_ops(fn) if kind == "load"]
+        for lp in head_loops:
+            inside = [a for a in fn.assigns if lp.id in a.loops]
+            for c in loads:  # a load of the position loop around the head loop, read inside the head loop
+                if lp.id in c.loops or lp.parent is None or lp.parent not in c.loops:
+                    continue
+                reads = [a for a in inside if any(n is c.expr for n, _, _ in fl.walk(a.value, fn, depth=4))]
+                if reads:
+                    return found(f"{fn.name} loads the cache once per position and uses it for each head of the group "
+                                 f"(loop at line {lp.line})", [span(c, "one load"), span(lp, "loop over heads")], 0.75)
+    return missing("no cache load reused across a loop over the query heads of a group", confidence=0.7)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from d2kgrade.static.checkutil import as_list, code, exclusive, is_persistent, matches, span
 from d2kgrade.static.dataflow import Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
+from d2kgrade.static.patterns.roles import launch_tensors
 from d2kgrade.static.ir import Call, Expr, Function, Loop, end_pos, pos
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -407,18 +408,8 @@ def producer_consumer_kernels(facts: Facts, lang: str, *, producer_axis: int | N
         want = "py" if lang == "triton" else "cuda"
         launches = [la for la in launches if facts.functions[la.kernel].lang == want]
 
-    def arg_names(la, params: set[str]) -> dict[str, str]:
-        k = facts.functions[la.kernel]
-        out = {}
-        for p in params:
-            e = fl.launch_arg(la, k, p)
-            if e is None:
-                continue
-            for n in e.walk():
-                if n.kind == "name":
-                    out[p] = n.op
-                    break
-        return out
+    def arg_names(la, params: set[str]) -> dict[str, str]:  # noqa: ANN001
+        return launch_tensors(fl, la, params)
 
     for i, la1 in enumerate(launches):
         k1 = facts.functions[la1.kernel]

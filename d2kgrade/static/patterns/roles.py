@@ -9,7 +9,7 @@ it that host tensor, through copies and views (``x.contiguous()``, ``y.view_as(x
 from __future__ import annotations
 
 from d2kgrade.static.dataflow import Flow
-from d2kgrade.static.ir import Expr, Function
+from d2kgrade.static.ir import Expr, Function, Launch
 from d2kgrade.static.lower import DTYPES
 
 VIEWS = {".contiguous", ".view", ".view_as", ".reshape", ".flatten", ".squeeze", ".unsqueeze", ".t", ".T",
@@ -82,6 +82,23 @@ def params_receiving(fl: Flow, kfn: Function, names: set[str]) -> set[str]:
                 r = tensor_root(fl, arg, caller)
                 if r.kind == "name" and r.op in names:
                     out.add(p)
+    return out
+
+
+def launch_tensors(fl: Flow, la: Launch, params: set[str]) -> dict[str, str]:
+    """For each parameter in ``params``, the host tensor (root name) a launch passes for it: two launches that
+    pass the same tensor, even through different helpers' parameters, give the same name."""
+    k = fl.facts.functions.get(la.kernel)
+    caller = fl.facts.functions.get(la.caller)
+    out: dict[str, str] = {}
+    if k is None:
+        return out
+    for p in params:
+        e = fl.launch_arg(la, k, p)
+        n = next((x for x in e.walk() if x.kind == "name"), None) if e is not None else None
+        if n is not None:
+            root = tensor_root(fl, n, caller) if caller is not None else n
+            out[p] = root.op if root.kind == "name" else n.op
     return out
 
 
