@@ -33,10 +33,11 @@ from typing import Any
 from runner.host_client import HostClient, HostFailure
 from runner.sandbox import ChannelWriter
 
-CPU_ROTATION_RANGE = (8, 16)
-"""Rotated calls on CPU, drawn per workload from the secret seed: with the 4 trials, the profiled and hidden
-calls, a kernel sees 13-24 calls, every one checked, so one that goes stale after a fixed number of calls below
-13 always fails and one that goes stale later fails in a share of runs it cannot predict."""
+CPU_ROTATION_RANGE = (7, 40)
+"""Rotated calls on CPU: at least 7, then one more with probability 1/2 each time (drawn per workload from the
+secret seed), up to 40. With the 4 trials, a kernel sees at least 11 checked calls on the smoke workload, so one
+that goes stale after its 10th call (or any earlier one) always fails, and one that goes stale later fails in a
+share of runs it cannot predict: there is no fixed last call to aim past."""
 PROFILE_SHARE = 0.25
 """Share of checked calls also run under the profiler (CUDA), at positions drawn from the secret seed; at least
 one per workload, and every call of the hidden workload."""
@@ -426,7 +427,9 @@ class Evaluator:
         from runner.trials import output_tuple, poison
 
         lo, hi = self.cfg.get("rotation_range") or CPU_ROTATION_RANGE
-        reps = self.rng.randint(int(lo), int(hi))
+        reps = int(lo)
+        while reps < int(hi) and self.rng.random() < 0.5:
+            reps += 1
         problems: list[str] = []
         for r in range(reps):
             dist = self.dists[r % len(self.dists)]

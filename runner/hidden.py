@@ -1,12 +1,21 @@
-"""The hidden workload: a shape drawn per run, not listed in the task, so a kernel that hard-codes the catalog's
-(or the smoke workload's) sizes fails.
+"""The hidden workload: a shape (and dtype) drawn per run from the secret seed, not listed in the task, so a
+kernel that hard-codes the catalog's or the smoke workload's sizes, handles only small rows or only one dtype
+fails.
 
-It is the smoke workload with some integer parameters redrawn: each becomes ``round(value * U(0.5, 2.0))``
-(``U(0.5, 1.5)`` on CPU, where the Triton interpreter is slow), clamped to the task's ``hidden`` bounds, rounded
-up to its ``multiple_of`` and different from the smoke value. Which parameters: the task's ``hidden.vary``, or by
-default every integer parameter that is a whole dimension of an input and whose smoke value is not a power of two
-(smoke sizes are deliberately irregular, 37 x 1000; structural constants such as a head dim of 64 are powers of
-two and stay fixed). On CUDA the workload dtype is drawn among the catalog workloads' dtypes. Pure Python.
+It is the smoke workload with some integer parameters redrawn. Which parameters: the task's ``hidden.vary``, or
+by default every integer parameter that is a whole dimension of an input and whose smoke value is not a power
+of two (smoke sizes are deliberately irregular, 37 x 1000; structural constants such as a head dim of 64 are
+powers of two and stay fixed). Each drawn value **crosses a power of two and the usual block thresholds**: it
+lies in ``(T, 1.25 T]`` with ``T`` the smallest power of two at least twice the smoke value and at least
+:data:`MIN_THRESHOLD_CPU` (256: more rows than a first-128-rows kernel writes) on CPU or
+:data:`MIN_THRESHOLD_GPU` on CUDA; so softmax's 37 x 1000 becomes (256, 320] x (2048, 2560] on CPU. When the
+cost model says the draw would be too slow for the device (:data:`BUDGET_CPU`: a multiple of the smoke cost the
+interpreter runs in seconds), the largest dimensions fall back, one at a time, to a perturbation of the smoke
+value (``U(0.5, 1.5)`` x it). Values are clamped to the task's ``hidden`` bounds and rounded up to its
+``multiple_of``.
+
+The dtype is drawn among the task's workload dtypes (and the smoke's). On CPU only dtypes whose arithmetic the
+Triton interpreter gets right are drawn (not bf16: see the README's interpreter limitations). Pure Python.
 """
 
 from __future__ import annotations
@@ -17,8 +26,15 @@ import random
 from d2kgrade import formulas
 from d2kgrade.schema import HiddenDim, Task, Workload
 
-RANGE_GPU = (0.5, 2.0)
-RANGE_CPU = (0.5, 1.5)
+RANGE = (0.5, 1.5)
+"""The fallback perturbation of a smoke value."""
+MIN_THRESHOLD_CPU = 256
+MIN_THRESHOLD_GPU = 1024
+BUDGET_CPU = 24.0
+"""On CPU a draw may cost at most this many times the smoke workload (flops and bytes of the cost model)."""
+BUDGET_GPU = 4096.0
+INTERPRETER_SAFE = frozenset({"fp32", "fp16", "fp64", "int64", "int32", "int16", "int8", "uint8", "bool",
+                              "fp8_e4m3", "fp8_e5m2"})
 
 
 def default_vary(task: Task) -> dict[str, HiddenDim]:
@@ -41,29 +57,89 @@ def draw(task: Task, rng: random.Random, device: str) -> Workload | None:
     vary = task.hidden.vary if task.hidden is not None else default_vary(task)
     if not vary:
         return None
-    lo, hi = RANGE_CPU if device == "cpu" else RANGE_GPU
-    dtypes = [task.smoke.dtype] if device == "cpu" else sorted({w.dtype for w in task.workloads})
+    cpu = device == "cpu"
+    floor = MIN_THRESHOLD_CPU if cpu else MIN_THRESHOLD_GPU
+    budget = BUDGET_CPU if cpu else BUDGET_GPU
+    dtypes = _dtypes(task, cpu)
+    try:
+        base_cost = task.cost_of(task.smoke)
+    except (ValueError, KeyError, ZeroDivisionError, formulas.FormulaError):
+        base_cost = None
     for _attempt in range(20):
-        params = dict(task.smoke.params)
-        for name, dim in vary.items():
-            base = int(task.smoke.params[name])
-            value = base
-            for _ in range(20):
-                value = max(dim.min, round(base * rng.uniform(lo, hi)))
-                if dim.max is not None:
-                    value = min(value, dim.max)
-                value = math.ceil(value / dim.multiple_of) * dim.multiple_of
-                if dim.max is not None and value > dim.max:
-                    value -= dim.multiple_of
-                if value != base and value >= dim.min:
-                    break
-            params[name] = value
-        w = Workload(name="hidden", params=params, dtype=rng.choice(dtypes),
-                     why="Drawn per run from the smoke workload; not listed in the task.")
-        try:
-            task.shapes(w)
-            task.tensor_dtypes(w)
-        except (ValueError, KeyError, ZeroDivisionError, formulas.FormulaError):
-            continue
-        return w
+        dtype = rng.choice(dtypes)
+        crossing = {name: _crossing(int(task.smoke.params[name]), dim, floor, rng) for name, dim in vary.items()}
+        perturbed = {name: _perturbed(int(task.smoke.params[name]), dim, rng) for name, dim in vary.items()}
+        chosen = dict(crossing)
+        # Too costly for this device: the largest dimensions fall back to a perturbation, one at a time.
+        for name in sorted(vary, key=lambda n: -crossing[n]):
+            w = _workload(task, chosen, dtype)
+            if w is not None and _within(task, w, base_cost, budget):
+                break
+            chosen[name] = perturbed[name]
+        w = _workload(task, chosen, dtype)
+        if w is not None and _within(task, w, base_cost, budget):
+            return w
     return None
+
+
+def _dtypes(task: Task, cpu: bool) -> list[str]:
+    """Dtypes a hidden workload may take: the catalog workloads' and the smoke's, whose tolerances resolve."""
+    out = []
+    for d in sorted({w.dtype for w in task.workloads} | {task.smoke.dtype}):
+        if cpu and d not in INTERPRETER_SAFE:
+            continue
+        w = Workload(name="hidden", params=dict(task.smoke.params), dtype=d)
+        try:
+            for t, name in task.tensor_dtypes(w).items():
+                if t in {o.name for o in task.outputs}:
+                    task.tolerance_for(name)
+        except (ValueError, KeyError):
+            continue
+        out.append(d)
+    return out or [task.smoke.dtype]
+
+
+def _clamp(value: int, dim: HiddenDim) -> int:
+    value = max(dim.min, value)
+    if dim.max is not None:
+        value = min(value, dim.max)
+    value = math.ceil(value / dim.multiple_of) * dim.multiple_of
+    if dim.max is not None and value > dim.max:
+        value -= dim.multiple_of
+    return max(value, dim.min)
+
+
+def _crossing(base: int, dim: HiddenDim, floor: int, rng: random.Random) -> int:
+    """A value in (T, 1.25 T]: T the smallest power of two >= max(2 x base, floor)."""
+    t = 1 << max(1, math.ceil(math.log2(max(2 * base, floor))))
+    return _clamp(t + 1 + rng.randrange(max(1, t // 4)), dim)
+
+
+def _perturbed(base: int, dim: HiddenDim, rng: random.Random) -> int:
+    value = base
+    for _ in range(20):
+        value = _clamp(round(base * rng.uniform(*RANGE)), dim)
+        if value != base:
+            break
+    return value
+
+
+def _workload(task: Task, values: dict[str, int], dtype: str) -> Workload | None:
+    w = Workload(name="hidden", params={**task.smoke.params, **values}, dtype=dtype,
+                 why="Drawn per run from the smoke workload; not listed in the task.")
+    try:
+        task.shapes(w)
+        task.tensor_dtypes(w)
+    except (ValueError, KeyError, ZeroDivisionError, formulas.FormulaError):
+        return None
+    return w
+
+
+def _within(task: Task, w: Workload, base: dict[str, float] | None, budget: float) -> bool:
+    if base is None:
+        return True
+    try:
+        cost = task.cost_of(w)
+    except (ValueError, KeyError, ZeroDivisionError, formulas.FormulaError):
+        return False
+    return all(cost[k] <= budget * max(base[k], 1.0) for k in ("flops", "bytes"))

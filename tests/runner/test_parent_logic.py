@@ -72,11 +72,21 @@ def test_default_hidden_workload_varies_irregular_dims() -> None:
     assert set(hidden.default_vary(gemm)) == {"M", "N", "K"}
     draws = {tuple(hidden.draw(soft, random.Random(s), "cpu").params.items()) for s in range(8)}
     assert len(draws) == 8
+    cuda_dtypes = set()
     for s in range(20):
         w = hidden.draw(soft, random.Random(s), "cpu")
-        assert w.name == "hidden" and w.dtype == "fp32"
-        assert 18 <= w.params["M"] <= 56 and w.params["M"] != 37 and w.params["N"] != 1000
-        assert hidden.draw(soft, random.Random(s), "cuda").dtype in {"bf16", "fp32"}
+        assert w.name == "hidden" and w.dtype == "fp32"  # bf16 is not drawn under the interpreter
+        # Crossing thresholds: more than 256 rows (a first-128/256-rows kernel fails) and rows wider than 2048.
+        assert 256 < w.params["M"] <= 320 and 2048 < w.params["N"] <= 2560, w.params
+        g = hidden.draw(soft, random.Random(s), "cuda")
+        assert 1024 < g.params["M"] <= 1280 and 2048 < g.params["N"] <= 2560, g.params
+        cuda_dtypes.add(g.dtype)
+    assert cuda_dtypes == {"bf16", "fp32"}
+    # A draw the device cannot afford falls back, largest dimension first, to a perturbation of the smoke value.
+    for s in range(10):
+        w = hidden.draw(gemm, random.Random(s), "cpu")
+        cost, smoke = gemm.cost_of(w), gemm.cost_of(gemm.smoke)
+        assert cost["flops"] <= hidden.BUDGET_CPU * smoke["flops"], w.params
 
 
 def test_hidden_spec_constraints() -> None:
