@@ -12,6 +12,7 @@ printed as one line, never a traceback); 2 a usage error (unknown option, bad va
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import pkgutil
@@ -94,6 +95,11 @@ def main() -> None:
     except Terminated as exc:
         err_console.print(f"terminated ({signal.Signals(exc.signum).name})")
         sys.exit(128 + exc.signum)
+    except OSError as exc:  # a file the user named cannot be written or read (not a directory, permissions, full)
+        if exc.filename is None or exc.errno == errno.EPIPE:
+            raise
+        print_error(f"{exc.filename}: {exc.strerror or exc}")
+        sys.exit(1)
     except Exception as exc:  # usage errors (unknown option, bad value) arrive here in non-standalone mode
         if isinstance(exc, _click_exception_types()):
             exc.show()  # type: ignore[attr-defined]

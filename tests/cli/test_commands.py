@@ -166,6 +166,9 @@ def test_report(d2k, tmp_path: Path):
     assert ok.returncode == 0 and (tmp_path / "r.html").is_file(), ok.stderr
     proc = d2k("report", tmp_path / "nowhere", "--out", tmp_path / "x.html")
     assert proc.returncode == 1 and "not a directory" in one_error_line(proc)
+    (tmp_path / "a_file").write_text("")
+    proc = d2k("report", run, "--out", tmp_path / "a_file" / "r.html", "--resamples", "20", timeout=300)
+    assert proc.returncode == 1 and f"{tmp_path / 'a_file'}" in one_error_line(proc)
 
 
 def _ratings(path: Path, raters: dict[str, list[int]]) -> Path:
@@ -206,6 +209,9 @@ def test_view(d2k, tmp_path: Path):
     assert ok.returncode == 0 and (tmp_path / "site" / "index.html").is_file(), ok.stderr
     proc = d2k("view", tmp_path / "nowhere", "--out", tmp_path / "site2")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (tmp_path / "a_file").write_text("")
+    proc = d2k("view", run, "--out", tmp_path / "a_file" / "site", timeout=300)
+    assert proc.returncode == 1 and "a_file/site: Not a directory" in one_error_line(proc)
 
 
 def test_broken_pipe_is_quiet(tmp_path: Path):
