@@ -9,10 +9,9 @@ A task opts in from ``reference.py`` (see :func:`runner.direct.checked_outputs`)
 
 Those outputs get the dtype, shape and finiteness checks, then ``check``; every other output is compared
 elementwise with the task's tolerances. ``check`` only ever sees values the submission cannot reach: the harness's
-pristine inputs (the originals of a trial, a rotation set's contents; a huge input is the kernel's own tensor, so
-its fingerprint is compared first), the reference's outputs, and private copies of the kernel's outputs. The
-integrity guard is verified right before ``check`` runs, so a submission that rebinds a torch function ``check``
-uses is rejected instead of being judged by the patched function.
+pristine inputs (the originals of a trial, a rotation set's contents), the reference's outputs, and private copies
+of the kernel's outputs; it runs in the evaluator process (:mod:`runner.evaluator`), where no submission code ever
+ran, so nothing it calls can have been patched.
 """
 
 from __future__ import annotations

@@ -24,9 +24,7 @@ Per workload:
 
 from __future__ import annotations
 
-import os
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -472,9 +470,7 @@ def _environment(device: Any) -> dict[str, Any]:
 
 def evaluator_main(cfg: dict[str, Any], chan: ChannelWriter, host: HostClient) -> None:
     """Run one evaluation (the job leader's evaluator child)."""
-    t0 = time.monotonic()
     Evaluator(cfg, chan, host).run()
-    del t0
 
 
 __all__ = ["Evaluator", "evaluator_main", "Stop"]
