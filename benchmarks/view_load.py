@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -107,6 +108,7 @@ def main() -> None:
     result = {
         "command": "python benchmarks/view_load.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+        "cpus": os.cpu_count(), "load_avg_1min_at_end": round(os.getloadavg()[0], 2),
         "python": platform.python_version(), "chromium": CHROMIUM, "playwright": metadata.version("playwright"),
         "tasks": len(tasks), "arms": 2, "seeds": args.seeds, "episodes": len(m["episode"]),
         "build_s": {"run_and_judge": round(t_run, 1), "view": round(t_view, 2), "report": round(t_report, 2)},
@@ -119,7 +121,8 @@ def main() -> None:
         "slowest_episode_page": max(m["episode"], key=lambda r: r["load_ms"])["page"],
         "report_load_ms": summary(m["report"], "load_ms"), "interactions_ms": {
             k: round(v, 1) for k, v in m["interactions_ms"].items()},
-        "note": "file:// in headless Chromium; times include Playwright's round trips for the interactions",
+        "note": "file:// in headless Chromium; times include Playwright's round trips for the interactions; the "
+                "machine's cores are shared with other jobs (load average above), so the maxima are noisy",
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -21,8 +21,18 @@ def esc(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
+_NUM_FORMATS = {
+    "ms": lambda v: f"{v:.4f} ms" if v < 0.1 else f"{v:.3f} ms", "int": lambda v: f"{int(v):,}",
+    "usd": lambda v: f"${v:.4f}" if v < 1 else f"${v:.2f}", "s": lambda v: f"{v:.1f} s",
+    "sci": lambda v: f"{v:.3g}",
+}
+
+
 def num(x: Any, fmt: str = "num", empty: str = "–") -> str:
-    """One number for a cell: ``x`` speedup, ``pct`` share, ``ms`` time, ``score`` 0-100, ``int``, ``usd``."""
+    """One number for a cell: ``x`` speedup, ``pct`` share, ``score`` 0-100 and ``num`` as in the report
+    (:func:`d2kgrade.report.fmt.value`), or ``ms``, ``int``, ``usd``, ``s``, ``sci``."""
+    from d2kgrade.report import fmt as report_fmt
+
     if x is None or isinstance(x, bool) and fmt != "num":
         return empty
     try:
@@ -30,24 +40,10 @@ def num(x: Any, fmt: str = "num", empty: str = "–") -> str:
     except (TypeError, ValueError):
         return esc(x)
     if not math.isfinite(v):
-        return "inf" if v > 0 and fmt in ("ratio", "num") else empty
-    if fmt == "x":
-        return f"{v:.2f}x"
-    if fmt == "pct":
-        return f"{100 * v:.1f}%"
-    if fmt == "ms":
-        return f"{v:.4f} ms" if v < 0.1 else f"{v:.3f} ms"
-    if fmt == "score":
-        return f"{v:.1f}"
-    if fmt == "int":
-        return f"{int(v):,}"
-    if fmt == "usd":
-        return f"${v:.4f}" if v < 1 else f"${v:.2f}"
-    if fmt == "s":
-        return f"{v:.1f} s"
-    if fmt == "sci":
-        return f"{v:.3g}"
-    return f"{v:.2f}"
+        return "inf" if v > 0 and fmt == "num" else empty
+    if fmt in _NUM_FORMATS:
+        return _NUM_FORMATS[fmt](v)
+    return report_fmt.value(v, fmt)
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "", caption: str = "",
