@@ -81,6 +81,9 @@ class EvalOptions:
     huge_input_bytes: int = 1 << 30
     """Inputs of at least this many bytes are passed as they are and fingerprinted after each call instead of
     cloned and rotated (:mod:`runner.huge_inputs`; a 17 GB page pool cannot be cloned per call)."""
+    launcher: tuple[str, ...] = ()
+    """A command the evaluation runs under (spawn mode): :func:`runner.sanitize.sanitize` passes
+    ``compute-sanitizer``."""
     host_timing: bool = False
     """Tests only: run the timing path on a CPU with the host clock, so its plumbing is exercised without a GPU.
     The figures mean nothing and are never published."""
@@ -285,7 +288,8 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
     deny = sorted({str(root.resolve()), str(Path(__file__).resolve().parent.parent), str(roofline.cache_dir()),
                    os.getcwd(), str(Path.home())} - {"/"})
     outcome = run_job(JobSpec(config=config, device=dev, env=job_env, host_env=host_env, host_write=host_write,
-                              deny=deny, timeout_s=limit, stall_s=stall + 60.0, mem_limit_bytes=mem), mode=opts.mode)
+                              deny=deny, timeout_s=limit, stall_s=stall + 60.0, mem_limit_bytes=mem,
+                              launcher=list(opts.launcher)), mode=opts.mode)
     return _aggregate(result, task, outcome, chosen, hidden_wl, ceilings, gpu, dev, source, t0)
 
 

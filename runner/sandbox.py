@@ -176,6 +176,8 @@ class JobSpec:
     reservations) the parent polls the resident memory of the process group and kills it past this."""
     fsize_limit_bytes: int = 4 << 30
     """Largest file the worker may write (logs, caches)."""
+    launcher: list[str] = field(default_factory=list)
+    """A command the spawned job leader runs under (``compute-sanitizer --tool memcheck ...``); spawn mode only."""
 
 
 @dataclass
@@ -265,6 +267,8 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     mode = mode or os.environ.get("D2KGRADE_EVAL_MODE", "zygote")
     if mode not in ("zygote", "spawn"):
         raise ValueError(f"D2KGRADE_EVAL_MODE must be zygote or spawn, got {mode!r}")
+    if spec.launcher:
+        mode = "spawn"
     sweep_stale()
     if mode == "zygote":
         try:
@@ -311,8 +315,8 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     try:
         if mode == "spawn":
             env = {**scrub_env(os.environ), **_device_env(spec.device), **job_env}
-            proc = subprocess.Popen([sys.executable, "-I", "-c", BOOT, str(ROOT), "spawn", json.dumps(job),
-                                     str(cfg_r), str(res_w)],
+            proc = subprocess.Popen([*spec.launcher, sys.executable, "-I", "-c", BOOT, str(ROOT), "spawn",
+                                     json.dumps(job), str(cfg_r), str(res_w)],
                                     cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                                     pass_fds=(cfg_r, res_w), start_new_session=True)
             pgid = proc.pid

@@ -1,0 +1,50 @@
+"""The sanitize tool's entry point: a clear answer without a GPU, and on a GPU a real out-of-bounds write found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from d2kgrade.errors import UserError
+from runner.sanitize import sanitize
+
+HERE = Path(__file__).resolve().parent
+REF = HERE.parent.parent / "references" / "softmax" / "triton.py"
+
+
+def test_on_cpu_it_says_why_it_is_not_available() -> None:
+    out = sanitize("softmax", REF, device="cpu")
+    assert out["available"] is False and "CUDA GPU" in out["reason"] and out["tool"] == "memcheck"
+    with pytest.raises(UserError, match="unknown sanitizer tool"):
+        sanitize("softmax", REF, tool="leakcheck", device="cpu")
+
+
+OOB = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs + n, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)  # writes past the end
+
+
+def kernel(x):
+    y = torch.empty_like(x)
+    _k[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+'''
+
+
+@pytest.mark.gpu
+def test_memcheck_finds_an_out_of_bounds_store(tmp_path: Path) -> None:
+    bad = tmp_path / "oob.py"
+    bad.write_text(OOB)
+    out = sanitize("softmax", bad, device="cuda")
+    assert out["available"], out["reason"]
+    assert out["errors"] > 0 and "Invalid __global__ write" in out["report"], out["report"][-2000:]
+    clean = sanitize("softmax", REF, device="cuda")
+    assert clean["available"] and clean["errors"] == 0, clean["report"][-2000:]
