@@ -54,6 +54,10 @@ class CudaExprMixin:
     guards: tuple[Expr, ...]
     ns_alias: dict[str, str]
 
+    def scoped(self, name: str) -> str:
+        """The variable a name refers to in the current block (the host class tracks block scopes)."""
+        return name
+
     # ------------------------------------------------------------------------------------------ expressions
 
     def qualified(self, text: str) -> str:
@@ -67,7 +71,7 @@ class CudaExprMixin:
         t = n.type
         a, b = self.lines(n)
         if t == "identifier":
-            return Expr("name", self.text(n), line=a, end_line=b)
+            return Expr("name", self.scoped(self.text(n)), line=a, end_line=b)
         if t == "number_literal":
             txt = self.text(n)
             return Expr("const", txt, value=_num(txt), line=a, end_line=b)

@@ -53,12 +53,30 @@ class CudaLowerer(CudaExprMixin):
         self.arrays: set[str] = set()
         self.views: dict[str, str] = {}
         """Pointers into a local's registers (``h2 = reinterpret_cast<half2*>(&v)``) -> that local."""
+        self.scopes: list[dict[str, str]] = [{}]
+        """Block scopes of the current function: a name declared again in another block (``unsigned key`` in two
+        loops) is a different variable, renamed ``key@<line>``."""
+        self.declared: set[str] = set()
         self.pending_unroll = False
         self.unroll_rows: dict[int, tuple[str, int]] = {}
         """Row of a loop -> (text, row) of a ``#pragma`` blanked before it by :func:`_blank_body_pragmas`."""
 
     def text(self, n: ts.Node) -> str:
         return self.src[n.start_byte:n.end_byte].decode("utf-8", "replace")
+
+    def scoped(self, name: str) -> str:
+        """The variable a name refers to here (innermost block first)."""
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        return name
+
+    def declare(self, name: str, line: int) -> str:
+        """Declare ``name`` in the current block; a second declaration in the function gets its own name."""
+        new = name if name not in self.declared else f"{name}@{line}"
+        self.declared.add(name)
+        self.scopes[-1][name] = new
+        return new
 
     def lines(self, n: ts.Node) -> tuple[int, int]:
         return n.start_point[0] + 1 + self.off, n.end_point[0] + 1 + self.off
@@ -168,10 +186,11 @@ class CudaLowerer(CudaExprMixin):
         if body is None:
             return
         self.facts.functions[key] = f
-        saved = (self.f, self.pointers, self.arrays, self.loops, self.guards)
+        saved = (self.f, self.pointers, self.arrays, self.loops, self.guards, self.scopes, self.declared)
         self.f, self.pointers, self.arrays, self.loops, self.guards = f, set(pointers), set(), (), ()
+        self.scopes, self.declared = [{p: p for p in params}], set(params)
         self.block(body)
-        self.f, self.pointers, self.arrays, self.loops, self.guards = saved
+        self.f, self.pointers, self.arrays, self.loops, self.guards, self.scopes, self.declared = saved
 
     def parameters(self, plist: ts.Node | None) -> tuple[list[str], set[str], set[str], set[str]]:
         """Names of a parameter list; which are pointers, references, and pointers to a vector type."""
@@ -229,10 +248,12 @@ class CudaLowerer(CudaExprMixin):
                      pointer_params=pointers | outer.pointer_params, ref_params=refs | set(params) - set(params),
                      source=self.source, vector_params=vectors | outer.vector_params)
         self.facts.functions[key] = f
-        saved = (self.f, self.pointers, self.arrays, self.loops, self.guards)
+        saved = (self.f, self.pointers, self.arrays, self.loops, self.guards, self.scopes, self.declared)
         self.f, self.pointers, self.loops, self.guards = f, self.pointers | pointers, (), ()
+        self.scopes = self.scopes + [{p: p for p in params}]
+        self.declared = set(self.declared) | set(params)
         self.block(body)
-        self.f, self.pointers, self.arrays, self.loops, self.guards = saved
+        self.f, self.pointers, self.arrays, self.loops, self.guards, self.scopes, self.declared = saved
 
     def declaration(self, n: ts.Node) -> None:
         type_node = n.child_by_field_name("type")
@@ -271,8 +292,8 @@ class CudaLowerer(CudaExprMixin):
                 d = nxt
             if d is None:
                 continue
-            name = self.text(d)
             a, b = self.lines(n)
+            name = self.declare(self.text(d), a) if self.f is not None else self.text(d)
             if shared:
                 self.facts.shared.append(SharedBuffer(name, type_text, list(reversed(dims)),
                                                       self.f.key if self.f else "", a))
@@ -349,10 +370,14 @@ class CudaLowerer(CudaExprMixin):
     # ------------------------------------------------------------------------------------------ statements
 
     def block(self, n: ts.Node) -> None:
-        for c in n.children:
-            self.stmt(c)
-            if c.type in ("return_statement", "break_statement", "continue_statement"):
-                break
+        self.scopes.append({})
+        try:
+            for c in n.children:
+                self.stmt(c)
+                if c.type in ("return_statement", "break_statement", "continue_statement"):
+                    break
+        finally:
+            self.scopes.pop()
 
     def stmt(self, n: ts.Node) -> None:
         t = n.type
@@ -426,7 +451,7 @@ class CudaLowerer(CudaExprMixin):
             val = self.expr(right)
             aug = op[:-1] if op != "=" else ""
             if left.type == "identifier":
-                name = self.text(left)
+                name = self.scoped(self.text(left))
                 if aug:
                     val = Expr("bin", aug, (Expr("name", name, line=a, end_line=a), val), line=a, end_line=b)
                 f.assigns.append(Assign((name,), val, a, b, self.loops, self.guards, None, aug))
@@ -449,7 +474,7 @@ class CudaLowerer(CudaExprMixin):
                     break
                 base = nxt
             if base.type == "identifier":
-                name = self.text(base)
+                name = self.scoped(self.text(base))
                 target = self.expr(left)
                 if aug:
                     val = Expr("bin", aug, (target, val), line=a, end_line=b)
@@ -461,7 +486,7 @@ class CudaLowerer(CudaExprMixin):
             arg = n.child_by_field_name("argument")
             op_node = n.child_by_field_name("operator")
             if arg is not None and arg.type == "identifier":
-                name = self.text(arg)
+                name = self.scoped(self.text(arg))
                 op = "+" if op_node is not None and self.text(op_node) == "++" else "-"
                 f.assigns.append(Assign((name,), Expr("bin", op, (Expr("name", name, line=a, end_line=a),
                                                                   Expr("const", "1", value=1, line=a, end_line=a)),
@@ -524,6 +549,14 @@ class CudaLowerer(CudaExprMixin):
         t = n.type
         a, b = self.lines(n)
         var, start, stop, step = None, None, None, None
+        self.scopes.append({})
+        try:
+            self._loop(n, f, t, a, b, var, start, stop)
+        finally:
+            self.scopes.pop()
+
+    def _loop(self, n: ts.Node, f: Function, t: str, a: int, b: int, var: str | None, start: Expr | None,
+              stop: Expr | None) -> None:
         if t == "for_statement":
             init = n.child_by_field_name("initializer")
             if init is not None:
@@ -533,14 +566,14 @@ class CudaLowerer(CudaExprMixin):
                     if d is not None and d.type == "init_declarator":
                         nm = d.child_by_field_name("declarator")
                         val = d.child_by_field_name("value")
-                        var = self.text(nm) if nm is not None else None
+                        var = self.scoped(self.text(nm)) if nm is not None else None
                         start = self.expr(val) if val is not None else None
                 else:
                     self.effect(init)
                     if init.type == "assignment_expression":
                         left = init.child_by_field_name("left")
                         right = init.child_by_field_name("right")
-                        var = self.text(left) if left is not None else None
+                        var = self.scoped(self.text(left)) if left is not None else None
                         start = self.expr(right) if right is not None else None
             cond = n.child_by_field_name("condition")
             stop = self.expr(cond) if cond is not None else None

@@ -238,5 +238,44 @@ def inline_kernels(facts: Facts) -> None:
         f = facts.functions[key]
         if any(inl.callee(c.name, f) is not None for c in f.calls if c.expr.recv is None):
             facts.functions[key] = inl.kernel(f)
+            if f.lang == "cuda":
+                _register_arrays(facts, facts.functions[key])
         else:
             f.inlined = True
+
+
+def _register_arrays(facts: Facts, fn: Function) -> None:
+    """A CUDA helper that takes a pointer into the caller's register array (``unpack(v, vals + i * 4)``) writes and
+    reads registers, not memory: once inlined, its stores through that pointer become writes of the array (so the
+    array's value carries what was stored) and its loads stop counting as global loads."""
+    arrays = {t.text.split("[", 1)[0].split()[-1] for t in facts.tokens if t.kind == "array" and t.func == fn.key}
+    if not arrays:
+        return
+    defs = fn.defs()
+
+    def array_of(e: Expr, depth: int = 0) -> str | None:
+        if depth > 6:
+            return None
+        if e.kind == "name":
+            if e.op in arrays:
+                return e.op
+            d = defs.get(e.op, [])
+            return array_of(d[0].value, depth + 1) if len(d) == 1 else None
+        if e.kind == "bin" and e.op in ("+", "-") and e.args:
+            return array_of(e.args[0], depth + 1)
+        if e.kind == "unary" and e.op == "&" and e.args and e.args[0].kind == "sub" and e.args[0].args:
+            return array_of(e.args[0].args[0], depth + 1)
+        return None
+
+    kept: list[Call] = []
+    for c in fn.calls:
+        ptr = c.expr.args[0] if c.name in ("load", "store") and c.expr.args else None
+        arr = array_of(ptr) if ptr is not None else None
+        if arr is None:
+            kept.append(c)
+        elif c.name == "store" and len(c.expr.args) == 2:
+            fn.assigns.append(Assign((arr,), Expr("other", "item-write", (ptr, c.expr.args[1]), line=c.line,
+                                                  end_line=c.end_line), c.line, c.end_line, c.loops, c.guards,
+                                     order=c.order))
+    fn.calls = kept
+    fn._defs = None

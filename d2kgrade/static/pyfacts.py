@@ -147,7 +147,14 @@ class PyExtractor:
 
     def _consts(self, tree: ast.Module) -> None:
         consts = self.facts.consts
-        for st in tree.body:
+        body: list[ast.stmt] = []
+        for st in tree.body:  # PRIVATE, GLOBAL = 0, 1: one assignment per name
+            t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+            if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple) and len(t.elts) == len(st.value.elts):
+                body.extend(ast.Assign([x], v) for x, v in zip(t.elts, st.value.elts))
+            else:
+                body.append(st)
+        for st in body:
             target, value = None, None
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                 target, value = st.targets[0].id, st.value

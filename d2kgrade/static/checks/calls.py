@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from d2kgrade.static.checkutil import as_list, code, matches, span
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.registry import CheckResult, check, found, missing
@@ -27,11 +29,25 @@ def uses_call(facts: Facts, lang: str, *, name: str | list[str], in_loop: bool |
 
 @check("num_kernels")
 def num_kernels(facts: Facts, lang: str, *, min: int = 1, max: int | None = None,  # noqa: A002
-                launches: bool = False) -> CheckResult:
+                launches: bool = False, modes: bool = False) -> CheckResult:
     """The number of distinct kernels launched from ``kernel(...)`` is within ``[min, max]`` (a ``.cu`` file without
     host code counts its ``__global__`` functions). ``launches: true`` counts launch sites instead (one kernel
-    launched per bin of rows counts once per site)."""
+    launched per bin of rows counts once per site). ``modes: true`` counts each constexpr mode the launcher picks
+    between (``MODE=0 if small else 1`` tested by ``if MODE == 0:`` in the kernel) as a kernel of its own: the
+    paths of a design, whether they are separate kernels or specialisations of one."""
     launched = facts.launched()
+    if modes:
+        from d2kgrade.static.dataflow import flow
+        from d2kgrade.static.patterns.host import constexpr_modes
+
+        fl = flow(facts)
+        expanded: list[str] = []
+        for k in launched:
+            n_modes = 1
+            for vals in constexpr_modes(fl, facts.functions[k]).values():
+                n_modes *= len(vals)
+            expanded.extend([k] * builtins.min(n_modes, 16))
+        launched = expanded
     if launches:
         sites = {(la.kernel, la.line) for la in facts.launches if la.kernel in facts.functions}
         launched = [k for k, _ in sorted(sites, key=lambda s: s[1])]

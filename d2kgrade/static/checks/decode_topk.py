@@ -11,6 +11,7 @@ from d2kgrade.static.checkutil import code, deciding_condition, is_persistent, m
 from d2kgrade.static.dataflow import LOADS, Flow, flow, site_of
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.patterns.roles import launch_tensors
+from d2kgrade.static.patterns.sorts import sort_sites
 from d2kgrade.static.ir import Call, Expr, Function, Loop
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -737,8 +738,8 @@ def cuda_smem_digit_histogram(facts: Facts, lang: str) -> CheckResult:
                         and n.args[0].op in shared), None)
             if sub is None:
                 continue
-            idx = sub.args[1:]
-            if any(any(n.kind == "bin" and n.op in (">>", "&") for n in i.walk()) for i in idx):
+            idx = sub.args[1:]  # hist[(key >> s) & mask], or hist[digit] with digit = (key >> s) & mask
+            if any(any(n.kind == "bin" and n.op in (">>", "&") for n, _, _ in fl.walk(i, fn, depth=3)) for i in idx):
                 return found(f"{fn.name}: shared-memory digit histogram", span(c, "atomicAdd on a shared bin"), 0.8)
     return missing("no shared-memory digit histogram", confidence=0.75)
 
@@ -958,17 +959,16 @@ def tie_rank_or_packed(facts: Facts, lang: str) -> CheckResult:
                 if counted and "==" in _mask_cmps(fl, scan.args[0], fn, scan_site):
                     return found(f"{fn.name}: tie rank from a prefix sum of the equality mask",
                                  Span(n.line, n.end_line, "rank <= need"), 0.8)
-        for c in fn.calls:
-            if c.name not in SORTS or not c.expr.args:
-                continue
-            shifted = _reaches(fl, c.expr.args[0], fn, lambda x, f: x.kind == "bin" and x.op == "<<"
-                               and len(x.args) == 2 and fl.fold(x.args[1], f) == 32, 4)
+        for site in sort_sites(fl, fn):  # tl.sort / tl.topk, or a hand-written compare-exchange network
+            shifted = _reaches(fl, site.operand, fn, lambda x, f: x.kind == "bin" and x.op == "<<"
+                               and len(x.args) == 2 and fl.fold(x.args[1], f) == 32, 8 if site.network else 4)
             if shifted is None:
                 continue
-            srcs = _loads_in(fl, c.expr.args[0], fn, 5)
+            srcs = _loads_in(fl, site.operand, fn, 8 if site.network else 5)
             if srcs and all(not (fl.bases(_address(ld), fn) & stored) for ld in srcs if _address(ld) is not None):
-                return found(f"{fn.name}: {c.name} of packed (key, index) words of the input",
-                             span(c, "total-order selection"), 0.8)
+                what = "a compare-exchange network" if site.network else site.node.op
+                return found(f"{fn.name}: {what} orders packed (key, index) words of the input",
+                             span(site.node, "total-order selection"), 0.8)
     return missing("no tie rank over an equality mask and no selection on packed words", confidence=0.75)
 
 
@@ -1067,3 +1067,32 @@ def kv_load_shared_by_heads(facts: Facts, lang: str) -> CheckResult:
                     return found(f"{fn.name} loads the cache once per position and uses it for each head of the group "
                                  f"(loop at line {lp.line})", [span(c, "one load"), span(lp, "loop over heads")], 0.75)
     return missing("no cache load reused across a loop over the query heads of a group", confidence=0.7)
+
+
+@check("running_topk")
+def running_topk(facts: Facts, lang: str) -> CheckResult:
+    """A single pass with a running selection: a loop over the row's tiles carries a top-k buffer whose new value
+    is ordered (a sort, or a hand-written compare-exchange network) from the old buffer and the tile just loaded,
+    so the row is read once and only the k best survive each step."""
+    fl = flow(facts)
+    for fn in code(facts, "triton"):
+        carried = fl.carried(fn)
+        sites = sort_sites(fl, fn)
+        if not sites:
+            continue
+        site_ids = {id(s.node): s for s in sites}
+        for lp in fn.loops:
+            loads = [c for kind, c, _ in fl.memory_ops(fn) if kind == "load" and lp.id in c.loops]
+            for var, updates in carried.get(lp.id, {}).items():
+                for a in updates:
+                    hit = next((site_ids[id(n)] for n, _, _ in fl.walk(a.value, fn, depth=8, within=lp)
+                                if id(n) in site_ids), None)
+                    if hit is None:
+                        continue
+                    nodes = [n for n, _, _ in fl.walk(hit.operand, fn, depth=10, within=lp)]
+                    reads_old = any(n.kind == "name" and n.op == var for n in nodes)
+                    reads_tile = any(n is c.expr for n in nodes for c in loads)
+                    if reads_old and reads_tile:
+                        return found(f"{fn.name}: {var} keeps a running selection, re-ordered with each tile "
+                                     f"(loop at line {lp.line})", [span(lp, "one pass"), span(hit.node, "merge")], 0.75)
+    return missing("no loop carries a selection re-ordered with each loaded tile", confidence=0.7)
