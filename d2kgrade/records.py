@@ -1,7 +1,8 @@
 """Machine-written records that cross the runner/grader boundary: evaluation results.
 
-The runner writes them (``d2kgrade eval --json``, the run store); the grader reads them (score, report). Both
-sides import only this module and :mod:`d2kgrade.schema`. Every record carries ``schema_version``.
+The runner writes them (``d2kgrade eval --json``, the run store); the grader reads them (score, report). What
+the runner may import from ``d2kgrade`` is named in :mod:`d2kgrade.boundary`. Every record carries
+``schema_version``.
 """
 
 from __future__ import annotations
