@@ -1,7 +1,9 @@
 """One judge run: files in, one :class:`FileResult` per file out (static, LLM and combined grades).
 
 Work is split into units (a property, or a level's properties with ``batch="level"``, times K samples). Cached
-units are answered at once; the rest go to a thread pool of ``concurrency`` workers. Each answer is committed to
+units are answered at once; units that make the same request as one already queued (the same code in two
+episodes: requests are blind to where a file comes from) wait for that one's answer; the rest go to a thread pool
+of ``concurrency`` workers. Each answer is committed to
 the cache as it arrives, and each file's grades are appended to ``out`` (JSONL, one FileGrade per line, flushed
 and fsynced) as soon as its last unit is in, so an interrupted run keeps everything it judged: run it again and
 the cached answers cost nothing.
@@ -192,8 +194,8 @@ def _ask(client: ChatClient, config: JudgeConfig, rubric: Rubric, doc: _Doc, uni
     batch = config.batch == "level"
     ids = [p.id for p in unit.props]
     assert doc.text is not None
-    prompt = build_prompt(rubric, unit.props, kind=doc.item.kind, path=doc.item.display or str(doc.item.path),
-                          document=doc.text, facts_text=doc.facts_text, batch=batch)
+    prompt = build_prompt(rubric, unit.props, kind=doc.item.kind, document=doc.text, facts_text=doc.facts_text,
+                          batch=batch)
     messages = list(prompt.messages)
     seed = None if config.seed is None else config.seed + unit.sample
     fmt = response_format(ids if batch else None)
@@ -361,16 +363,28 @@ def judge_files(rubric: Rubric, items: list[JudgeItem], config: JudgeConfig, *, 
         for idx, doc in enumerate(docs):
             if doc.pending == 0:
                 finish(idx)
-        todo: dict[Future[dict[str, Any]], _Unit] = {}
+        todo: dict[Future[dict[str, Any]], list[_Unit]] = {}
+        by_key: dict[str, Future[dict[str, Any]]] = {}
         for unit in units:
             hit = cache.get(unit.key) if cache is not None else None
             if hit is not None and hit.get("status") in ("ok", "invalid"):
                 usage.add(cache_hits=1)
                 record(unit, hit, cached=True)
+            elif unit.key in by_key:  # the same request for another file (the same code in another episode)
+                todo[by_key[unit.key]].append(unit)
             else:
-                todo[pool.submit(_run_unit, client, config, rubric, docs[unit.doc], unit, cache)] = unit
+                fut = pool.submit(_run_unit, client, config, rubric, docs[unit.doc], unit, cache)
+                by_key[unit.key] = fut
+                todo[fut] = [unit]
         for fut in as_completed(todo):
-            record(todo[fut], fut.result(), cached=False)
+            first, *same = todo[fut]
+            outcome = fut.result()
+            record(first, outcome, cached=False)
+            for unit in same:  # answered by the one request, as a cache hit would be
+                answered = outcome.get("status") in ("ok", "invalid")
+                if answered:
+                    usage.add(cache_hits=1)
+                record(unit, outcome, cached=answered)
     except BaseException:
         # Stop what has not started; answers in flight still land in the cache when they arrive.
         client.stop()
