@@ -210,6 +210,11 @@ class EvalResult(Record):
     """Hash of the per-run secret seed (the seed itself is never written where a submission could read it)."""
     wall_s: float = 0.0
     """Wall time of the whole evaluation."""
+    import_s: float | None = None
+    """Seconds the kernel host took to import the submission (a CUDA ``load_inline`` build that was not cached
+    included)."""
+    prebuild_s: float | None = None
+    """Seconds of the GPU-less prebuild of a CUDA submission before the evaluation (0 when cached)."""
     ceilings: dict[str, Any] | None = None
     """This GPU's measured ceilings the roofline floors used (copy bandwidth, matmul rates, MUFU rate)."""
     log: str = ""

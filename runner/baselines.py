@@ -89,7 +89,10 @@ def run_candidates(ev: Any, wl: Any, spec: Any, *, flush: Any, cache: Cache | No
     """Every candidate of the task on one workload, as ``BaselineTiming`` dicts (plus raw ``samples``)."""
     out = []
     ref_sha = hashlib.sha256(Path(ev.cfg["reference_py"]).read_bytes()).hexdigest()
+    only = ev.cfg["timing"].get("candidates")
     for cand in ev.task.baseline_candidates():
+        if only is not None and cand.name not in only:
+            continue
         rec: dict[str, Any] = {"name": cand.name, "kind": cand.kind, "vendor": cand.vendor, "status": "ok",
                                "reason": ""}
         missing = [m for m in cand.requires if module_version(m) is None]

@@ -81,6 +81,11 @@ class EvalOptions:
     huge_input_bytes: int = 1 << 30
     """Inputs of at least this many bytes are passed as they are and fingerprinted after each call instead of
     cloned and rotated (:mod:`runner.huge_inputs`; a 17 GB page pool cannot be cloned per call)."""
+    candidates: tuple[str, ...] | None = None
+    """Only these baseline candidates (by name); None: all of the task's."""
+    forge_events: float | None = None
+    """Tests only: the kernel host scales the event times it reports by this factor, as a compromised host
+    would; the evaluator's clock must flag it (``timing.untrusted``)."""
     launcher: tuple[str, ...] = ()
     """A command the evaluation runs under (spawn mode): :func:`runner.sanitize.sanitize` passes
     ``compute-sanitizer``."""
@@ -265,8 +270,10 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         sha = cuda_cache.source_hash(source)
         host_env.update(cuda_cache.build_env(sha))
         host_write.append(str(cuda_cache.extensions_dir(sha)))
+        result.prebuild_s = 0.0
         if dev == "cuda" and not cuda_cache.is_built(sha):
             built = cuda_cache.prebuild(source)
+            result.prebuild_s = built["seconds"]
             log.info("prebuild of %s: %s in %.1f s", task.id, "built" if built["built"] else "no top-level build",
                      built["seconds"])
     limit = timeout_s if timeout_s is not None else (300.0 if dev == "cpu" else 1200.0)
@@ -282,14 +289,16 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         "timing": {"enabled": do_timing, "target_s": opts.target_s, "min_reps": opts.min_reps,
                    "max_reps": opts.max_reps, "compile": opts.compile_baseline, "host_backend": opts.host_timing,
                    "warmup_ms": opts.warmup_ms, "baselines": opts.baselines,
-                   "live_baselines": opts.live_baselines},
+                   "live_baselines": opts.live_baselines,
+                   "candidates": list(opts.candidates) if opts.candidates is not None else None},
     }
     mem = opts.mem_limit_bytes or (16 << 30 if dev == "cpu" else max(8 << 30, _ram_bytes() // 2))
     deny = sorted({str(root.resolve()), str(Path(__file__).resolve().parent.parent), str(roofline.cache_dir()),
                    os.getcwd(), str(Path.home())} - {"/"})
     outcome = run_job(JobSpec(config=config, device=dev, env=job_env, host_env=host_env, host_write=host_write,
                               deny=deny, timeout_s=limit, stall_s=stall + 60.0, mem_limit_bytes=mem,
-                              launcher=list(opts.launcher)), mode=opts.mode)
+                              launcher=list(opts.launcher), host_extra={"forge_events": opts.forge_events}),
+                      mode=opts.mode)
     return _aggregate(result, task, outcome, chosen, hidden_wl, ceilings, gpu, dev, source, t0)
 
 
@@ -377,6 +386,8 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
                 w.candidates = list(msg.get("candidates", []))
         elif kind == "import_start":
             imported = True
+        elif kind == "imported":
+            result.import_s = msg.get("seconds")
         elif kind == "import_error":
             text = msg.get("message", "")
             if msg.get("limitation"):

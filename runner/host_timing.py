@@ -87,6 +87,8 @@ def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     host_ms = 1e3 * (time.perf_counter() - t0) / max(reps, 1)
     _sync(dev)
     samples = [s.elapsed_time(e) for s, e in events]
+    if host.cfg.get("forge_events") and req.get("null") is None:  # tests: a compromised host under-reporting
+        samples = [x * float(host.cfg["forge_events"]) for x in samples]
     if dev.type == "cuda":
         for slot, st in zip(slots, staged, strict=True):
             slot.tensor.copy_(st)

@@ -50,6 +50,12 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 """Folder that holds the ``runner`` package (put on the child's sys.path: ``python -I`` ignores PYTHONPATH)."""
 
+
+def _boot_path() -> str:
+    """The package root, then the caller's PYTHONPATH entries (packages carried beside the installed ones)."""
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and ":" not in p]
+    return ":".join([str(ROOT), *extra])
+
 MAX_FRAME = 64 << 20
 LOG_HEAD = 4000
 LOG_TAIL = 12000
@@ -68,7 +74,7 @@ SECRET_ENV = re.compile(
 """Dropped even when the allowlist would keep them (``TRITON_REMOTE_TOKEN``...)."""
 
 # The worker entry: `python -I` leaves the script folder and PYTHONPATH off sys.path, so put the package root on.
-BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); import runner.worker as w; "
+BOOT = ("import sys; sys.path[:0] = sys.argv[1].split(':'); import runner.worker as w; "
         "w.zygote_main(int(sys.argv[3])) if sys.argv[2] == 'zygote' else "
         "w.spawn_main(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))")
 
@@ -176,6 +182,8 @@ class JobSpec:
     reservations) the parent polls the resident memory of the process group and kills it past this."""
     fsize_limit_bytes: int = 4 << 30
     """Largest file the worker may write (logs, caches)."""
+    host_extra: dict[str, Any] = field(default_factory=dict)
+    """More of the kernel host's configuration (test knobs)."""
     launcher: list[str] = field(default_factory=list)
     """A command the spawned job leader runs under (``compute-sanitizer --tool memcheck ...``); spawn mode only."""
 
@@ -229,7 +237,10 @@ def _group_rss(pgid: int) -> int:
             if int(fields[2]) != pgid:
                 continue
             with open(f"/proc/{entry.name}/statm", "rb") as fh:
-                total += int(fh.read().split()[1]) * page
+                fields = fh.read().split()
+            # Resident minus shared: the evaluator's and the host's shared-memory buffers are mapped in both and
+            # would count twice (a 17 GB page pool would look like 34 GB).
+            total += max(0, int(fields[1]) - int(fields[2])) * page
         except (OSError, IndexError, ValueError):
             continue
     return total
@@ -296,7 +307,7 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
               "fsize_bytes": spec.fsize_limit_bytes}
     host_cfg = {"device": spec.device, "dir": str(host_dir), "uid": uid, "env": host_env, "limits": limits,
                 "write_roots": [str(host_dir), *spec.host_write], "deny_roots": [*spec.deny, str(workdir)],
-                "sandbox": sandbox_note}
+                "sandbox": sandbox_note, **spec.host_extra}
     job = {"cwd": str(workdir), "env": job_env, "host": host_cfg, "mode": spec.config.get("mode", "evaluate")}
     if job["mode"] == "prebuild":
         payload = spec.config["source"].encode()
@@ -315,7 +326,7 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     try:
         if mode == "spawn":
             env = {**scrub_env(os.environ), **_device_env(spec.device), **job_env}
-            proc = subprocess.Popen([*spec.launcher, sys.executable, "-I", "-c", BOOT, str(ROOT), "spawn",
+            proc = subprocess.Popen([*spec.launcher, sys.executable, "-I", "-c", BOOT, _boot_path(), "spawn",
                                      json.dumps(job), str(cfg_r), str(res_w)],
                                     cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                                     pass_fds=(cfg_r, res_w), start_new_session=True)
@@ -497,7 +508,7 @@ class _Zygote:
         # stderr to a file, not a pipe nobody drains (a full pipe would block the zygote).
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", BOOT, str(ROOT), "zygote", str(child_sock.fileno())],
+            [sys.executable, "-I", "-c", BOOT, _boot_path(), "zygote", str(child_sock.fileno())],
             env=self.env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self.err, pass_fds=(child_sock.fileno(),), start_new_session=True)
         child_sock.close()

@@ -209,3 +209,17 @@ def test_timed_calls_are_rechecked(tmp_path: Path) -> None:
     assert smoke.status == "incorrect" and "timed calls returned a wrong output" in smoke.message, smoke.message
     assert r.status == "rejected"  # its later calls launch no Triton kernel either: the profile proof says so
     assert "profile.no_own_kernel" in {f.code for f in r.flags}
+
+
+def test_the_evaluators_clock_catches_a_host_that_under_reports() -> None:
+    """A compromised kernel host can report any event times; the evaluator's own clock around each batch,
+    calibrated on a null kernel before the submission was loaded, must not agree with a tenth of the truth."""
+    path = HERE / "honest" / "rows_per_program.py"
+    kw = dict(host_timing=True, ceilings=CEILINGS, compile_baseline=False, baselines=False, target_s=0.3,
+              min_reps=8, max_reps=12, hidden=False)
+    honest = run(path, **kw)
+    assert honest.status == "passed", honest.message
+    smoke = honest.workloads[0]
+    assert smoke.evaluator_ms is not None and "timing.untrusted" not in {f.code for f in honest.flags}
+    forged = run(path, forge_events=0.1, **kw)
+    assert forged.status == "rejected" and "timing.untrusted" in {f.code for f in forged.flags}, forged.message

@@ -21,6 +21,7 @@ FAST = dict(target_s=0.2, min_reps=20, max_reps=200)
 
 def run(task: str, path: Path, workloads: str | list[str], *, tripwires: bool = True, compile_baseline: bool = False,
         hidden: bool = False, **kw):
+    kw.setdefault("candidates", ("eager", "compile") if compile_baseline else ("eager",))
     return run_evaluation(task, path, device="cuda", workloads=workloads, seed=11, hidden=hidden, timeout_s=600,
                           options=EvalOptions(tripwires=tripwires, compile_baseline=compile_baseline, **FAST, **kw))
 
@@ -37,6 +38,14 @@ def test_honest_kernel_timed_against_live_baselines() -> None:
     assert r.ceilings and r.ceilings["copy_bytes_per_s"] > 1e12
     assert r.environment.gpu and r.environment.driver and r.environment.cuda
     assert r.workloads[-1].hidden and r.workloads[-1].status == "passed" and r.workloads[-1].time is None
+    assert [b.name for b in w.baselines] == ["eager", "compile"] and w.best_baseline in ("eager", "compile")
+    assert all(b.status == "ok" and b.time and b.cache_key for b in w.baselines), w.baselines
+    assert w.speedup_best == pytest.approx(min(b.time.median_ms for b in w.baselines) / w.time.median_ms)
+    # The kernel host ran as its own uid, with the GPU; the evaluator's clock agreed with its events.
+    assert r.environment.sandbox.startswith("kernel host as uid"), r.environment.sandbox
+    assert w.evaluator_ms is not None and "timing.untrusted" not in {f.code for f in r.flags}
+    again = run("softmax", HONEST / "rows_per_program.py", ["short_rows_fp32"], compile_baseline=True)
+    assert all(b.cached for b in again.workloads[0].baselines), again.workloads[0].baselines  # the baseline cache
 
 
 def test_timing_is_repeatable() -> None:
@@ -70,6 +79,19 @@ def test_compute_bound_cache_is_rejected() -> None:
     r = run("gemm_bf16", ADV / "gpu" / "gemm_cache.py", ["square_8k"])
     assert r.status == "rejected", r.message
     assert {f.code for f in r.flags} & {"timing.below_roofline", "profile.torch_compute"}, r.flags
+
+
+@pytest.mark.parametrize("name", ["allocator_reuse.py", "address_cache.py"])
+def test_allocator_and_address_games_fail(name: str) -> None:
+    r = run("softmax", ADV / "gpu" / name, ["rows_4k"], tripwires=False)
+    assert r.status in ("incorrect", "rejected"), r.message
+
+
+def test_a_native_thread_and_a_forged_clock_are_caught() -> None:
+    r = run("softmax", HERE / "adversarial_next" / "native_thread.py", ["rows_4k"], tripwires=False)
+    assert r.status == "rejected", r.message
+    forged = run("softmax", HONEST / "rows_per_program.py", ["rows_4k"], forge_events=0.25)
+    assert forged.status == "rejected" and "timing.untrusted" in {f.code for f in forged.flags}, forged.message
 
 
 def test_illegal_memory_access_is_a_status_and_the_next_run_is_clean() -> None:
@@ -127,4 +149,5 @@ def test_cuda_submission_builds_once() -> None:
     t_second = time.monotonic() - t0
     assert second.status == "passed"
     assert cuda_cache.prebuild(src)["cached"]
+    assert second.prebuild_s == 0.0 and second.import_s is not None and second.import_s < 5.0, second.import_s
     print(f"CUDA submission: first evaluation {t_first:.1f} s (build included), second {t_second:.1f} s")
