@@ -303,6 +303,8 @@ def run(config: RunConfig, out: Path, *, suite_root: Path, argv: list[str] | Non
                         "that needs none)")
     if evaluate_fn is None and config.executor == "local":
         require_extra(("torch", "triton"), "gpu")
+    if config.executor == "ray":
+        require_extra(("ray",), "ray")
     device = config.device or detect_device()
     config = config.model_copy(update={"tasks": tasks, "device": device})
     if config.agent == "llm" and (preflight if preflight is not None else chat_client_factory is None):
