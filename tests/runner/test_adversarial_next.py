@@ -7,9 +7,9 @@ process of their own whose initial environment holds them, so a successful attac
 checks (status, canaries in four encodings, markers of processes that outlive the evaluation, leaked suite files,
 an unchanged suite, a bounded log) are the ones ``benchmarks/adversarial_sweep.py`` applies to the CLI.
 
-Most of these attacks beat the evaluator of commit b5c38cb: the tests that run them are expected to fail
-(``xfail``, not strict) until the evaluator split of issue 14 lands; the lead then removes the mark. The tests of
-the headers and of the checks themselves are not marked: they hold today.
+25 of the 40 attacks beat the evaluator of commit b5c38cb, 5 still beat the split of 0443bf9
+(docs/threat-model.md): the tests that run them are ``xfail`` (not strict) until every one is stopped; then the
+mark goes. The tests of the headers and of the checks themselves are not marked: they hold today.
 """
 
 from __future__ import annotations

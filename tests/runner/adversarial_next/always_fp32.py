@@ -1,6 +1,6 @@
 # exploit: always return fp32, whatever the input dtype. Passes wherever every drawn workload is fp32 (the CPU
 #   hidden draw kept the smoke dtype)
-# expect: incorrect
+# expect: incorrect|rejected
 # issue: 15
 import torch
 import triton

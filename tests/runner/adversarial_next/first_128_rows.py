@@ -1,6 +1,6 @@
 # exploit: launch programs for the first 128 rows only; later rows keep whatever torch.empty_like held. Passes
 #   wherever every drawn shape has at most 128 rows (the CPU hidden draw stayed within 0.5-1.5x of 37)
-# expect: incorrect
+# expect: incorrect|rejected
 # issue: 15
 import torch
 import triton

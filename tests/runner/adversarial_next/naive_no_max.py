@@ -1,6 +1,6 @@
 # exploit: skip the max subtraction (exp(x) / sum(exp(x))), which overflows once a logit passes ~88.7 in fp32;
 #   passes wherever no drawn input gets there (softmax's "shifted" draw peaked at 86.2)
-# expect: incorrect
+# expect: incorrect|rejected
 # issue: 15
 import torch
 import triton

@@ -1,6 +1,6 @@
 # exploit: one fixed block of 2048 columns: a wider row is normalized over its first 2048 elements only and the rest
 #   is never written. Passes wherever no drawn row is wider than 2048
-# expect: incorrect
+# expect: incorrect|rejected
 # issue: 15
 import torch
 import triton

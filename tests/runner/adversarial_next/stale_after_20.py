@@ -1,6 +1,6 @@
 # exploit: right for its first 20 calls, then returns a copy of its last answer whatever the input (goes stale).
 #   Passes wherever the evaluator makes at most 20 calls (CPU made exactly 10)
-# expect: incorrect
+# expect: incorrect|rejected
 # issue: 15
 import torch
 import triton
