@@ -68,7 +68,7 @@ def test_combined_cli_shows_all_three_verdicts(kernel_file, tmp_path):
     for p in r["properties"]:
         assert p["static"]["verdict"] in ("present", "absent", "unknown")
         assert p["combined"]["agreement"] in ("agree", "disagree", "static_only", "llm_only", "neither")
-    assert data["fusion_rule_version"] == 1 and r["grades"]["combined"]["fusion_rule_version"] == 1
+    assert data["fusion_rule_version"] == 2 and r["grades"]["combined"]["fusion_rule_version"] == 2
 
 
 def test_user_mistakes_are_one_line(kernel_file, monkeypatch):
