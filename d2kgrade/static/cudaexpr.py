@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-import tree_sitter as ts
-
 from d2kgrade.static.ir import LAUNCH_ALIAS, Assign, Call, Expr, Launch
 
 if TYPE_CHECKING:
+    import tree_sitter as ts
+
     from d2kgrade.static.facts import Facts
     from d2kgrade.static.ir import Function
 

@@ -13,8 +13,8 @@ import logging
 import re
 from collections.abc import Callable
 
-import tree_sitter as ts
-import tree_sitter_cuda as tsc
+from functools import cache
+from typing import TYPE_CHECKING
 
 from d2kgrade.static.cudaexpr import _SCALAR_DTYPES, VECTOR_TYPES, CudaExprMixin, _num
 from d2kgrade.static.facts import Facts
@@ -22,8 +22,17 @@ from d2kgrade.static.ir import LAUNCH_ALIAS, Assign, Call, Expr, Function, Loop,
 
 log = logging.getLogger(__name__)
 
-_LANGUAGE = ts.Language(tsc.language())
-_PARSER = ts.Parser(_LANGUAGE)
+if TYPE_CHECKING:
+    import tree_sitter as ts
+
+
+@cache
+def _parser() -> ts.Parser:
+    """The CUDA parser, built on first use: a file without CUDA code never imports tree-sitter."""
+    import tree_sitter as ts
+    import tree_sitter_cuda as tsc
+
+    return ts.Parser(ts.Language(tsc.language()))
 
 def _first_error(node: ts.Node) -> ts.Node | None:
     stack = [node]
@@ -678,14 +687,14 @@ def add_cuda_source(facts: Facts, text: str, offset: int, source: int) -> None:
     """Parse one CUDA source and add its functions and tokens to ``facts`` (errors to ``facts.errors``)."""
     text = _UNSUPPORTED_ATTRS.sub(_blank, text)
     src = text.encode("utf-8", "replace")
-    tree = _PARSER.parse(src)
+    tree = _parser().parse(src)
     root = tree.root_node
     where = "CUDA source" if source == 0 else f"CUDA source passed to load_inline (line {offset + 1})"
     unroll_rows: dict[int, tuple[str, int]] = {}
     if root.has_error:  # retry without pragmas in the body position of an unbraced loop header
         text2, unroll_rows = _blank_body_pragmas(text)
         if unroll_rows:
-            tree2 = _PARSER.parse(text2.encode("utf-8", "replace"))
+            tree2 = _parser().parse(text2.encode("utf-8", "replace"))
             if not tree2.root_node.has_error:
                 src, root = text2.encode("utf-8", "replace"), tree2.root_node
     if root.has_error:

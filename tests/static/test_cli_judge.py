@@ -67,3 +67,36 @@ def test_a_user_error_prints_one_line_without_traceback(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 1 and "no such file" in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+HEAVY = ("pandas", "matplotlib", "openai")
+
+
+def _console_script() -> Path:
+    import sys
+
+    exe = Path(sys.executable).with_name("d2kgrade")
+    if not exe.is_file():
+        import pytest
+
+        pytest.skip("the d2kgrade console script is not installed beside this interpreter")
+    return exe
+
+
+def test_static_judge_imports_no_heavy_library():
+    """The installed console script, run as a user would, grades a kernel with --judge static without importing
+    pandas, matplotlib or openai (issue 16, item 7: start-up dominates one call per file). Read from
+    ``-X importtime`` of that very process."""
+    import subprocess
+    import sys
+
+    exe = _console_script()
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(exe), "judge", "--task", "softmax", "--judge",
+                           "static", "--json", str(ROOT / "references" / "softmax" / "triton.py")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)[0]["score"] == 100.0
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "d2kgrade" in imported and "pydantic" in imported  # the probe sees the imports
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
