@@ -10,7 +10,8 @@ Measured here on wrappers without a launch, so the figure is the recorder's alon
 - ``per_op``: the marginal cost of one more op (slope over 1 to 200 views);
 - ``forwarding_mode``: the same with a dispatch mode that only forwards, the floor of this approach.
 
-Each figure is the median over rounds of the mean over a batch of calls. Usage::
+Each figure is the median over rounds of the mean over a batch of calls, in CPU time of the calling thread
+(``time.thread_time``), so that other processes on a shared machine do not inflate it. Usage::
 
     .venv/bin/python benchmarks/op_recorder_overhead.py [--out benchmarks/op_recorder_overhead.json]
 """
@@ -54,10 +55,10 @@ def _per_call_us(fn: Callable[[], object], mode: type | None) -> float:
         once()
     rounds = []
     for _ in range(ROUNDS):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         for _ in range(BATCH):
             once()
-        rounds.append((time.perf_counter() - t0) / BATCH * 1e6)
+        rounds.append((time.thread_time() - t0) / BATCH * 1e6)
     return statistics.median(rounds)
 
 

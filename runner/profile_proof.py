@@ -170,17 +170,20 @@ def __getattr__(name: str) -> Any:
 def _build_recorder() -> type:
     """The :class:`OpRecorder` class (built on first use, so that importing this module needs no torch)."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack, _pop_mode
+    from torch.utils._python_dispatch import (TorchDispatchMode, _get_current_dispatch_mode,
+                                              _get_current_dispatch_mode_stack, _pop_mode)
 
     mark_interpreter_launches()
     tensor = torch.Tensor
     kinds: dict[Any, tuple[str, int]] = {}
-    """op overload -> (name, how its work is measured: 0 max(out, in), 1 outputs, 2 largest source, 3 ignored)."""
+    """op overload -> (name, how its work is measured: 0 max(out, in), 1 outputs, 2 largest source, 3 ignored,
+    4 outputs of a movement op, whose work decides nothing: its inputs are not scanned)."""
 
     def kind_of(func: Any) -> tuple[str, int]:
         name = func._schema.name
         base = op_base(name)
-        how = 3 if name.startswith("profiler::") else 1 if base in GATHER_OPS else 2 if base in SCATTER_OPS else 0
+        how = (3 if name.startswith("profiler::") else 1 if base in GATHER_OPS else 2 if base in SCATTER_OPS
+               else 4 if is_movement(name) else 0)
         kinds[func] = (name, how)
         return name, how
 
@@ -221,15 +224,17 @@ def _build_recorder() -> type:
                 return out
             if how == 0:
                 work = max(numel(out), largest(args, 0))
-            elif how == 1:
-                work = numel(out)
-            else:
+            elif how == 2:
                 work = largest(args, 1)
+            else:
+                work = numel(out)
             table = self.interp_ops if _Interp.depth else self.ops
             table[name] = table.get(name, 0) + work
             return out
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+            if _get_current_dispatch_mode() is self:
+                return super().__exit__(exc_type, exc, tb)  # type: ignore[no-any-return]
             stack = _get_current_dispatch_mode_stack()
             if not any(m is self for m in stack):
                 self.ops["d2k::recorder_removed"] = 1
