@@ -206,7 +206,8 @@ def _build_recorder() -> type:
     class OpRecorder(TorchDispatchMode):
         """Records every ATen op of a call and its work; forwards each op unchanged.
 
-        Use ``with OpRecorder() as rec: out = kernel(...)``, then :meth:`summary`. Ops inside a Triton interpreter
+        Use ``with OpRecorder() as rec: out = kernel(...)``, then :meth:`summary` (of that call: entering the same
+        recorder again starts a new record). Ops inside a Triton interpreter
         launch are kept apart (``interp_ops``). If the submission pops the recorder off the dispatch-mode stack
         or leaves a mode of its own above it, the summary carries one of :data:`TAMPER_OPS`.
         """
@@ -231,6 +232,10 @@ def _build_recorder() -> type:
             table = self.interp_ops if _Interp.depth else self.ops
             table[name] = table.get(name, 0) + work
             return out
+
+        def __enter__(self) -> Any:
+            self.ops, self.interp_ops = {}, {}  # one record per call: a recorder entered again starts afresh
+            return super().__enter__()
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
             if _get_current_dispatch_mode() is self:

@@ -92,6 +92,10 @@ def test_work_is_what_an_op_writes_and_gathers_count_rows() -> None:
     assert ops["aten::index_select"] == ops["aten::index"] == ops["aten::gather"] == 13 * 16
     assert ops["aten::sum"] == 131072 * 16 and ops["aten::index_put_"] == 13 * 16 and ops["aten::exp"] == 1600
     assert rec.summary()["interp_ops"] == {}
+    for _ in range(3):  # a recorder reused across calls (a timed batch) reports each call on its own
+        with rec:
+            torch.exp(cache[:100])
+    assert rec.summary()["ops"] == {"aten::slice": 1600, "aten::exp": 1600}
 
 
 @triton.jit
