@@ -186,7 +186,7 @@ class _InterpreterDriver:
     """The read-only queries host code makes of ``triton.runtime.driver.active`` (the tutorials size persistent
     grids from the SM count), answered on CPU, where the interpreter has no driver at all."""
 
-    class utils:  # noqa: N801 - the attribute name host code uses
+    class utils:  # the attribute name host code uses
         @staticmethod
         def get_device_properties(device: Any = None) -> dict[str, int]:
             return dict(NOMINAL_DEVICE)

@@ -169,7 +169,7 @@ def test_judge_verdicts_for_glue_compute_and_interpreter_ops() -> None:
     rotary = {"ops": {"aten::index_select": 208, "aten::index": 208, "aten::_to_copy": 208, "aten::cat": 416,
                       "aten::numpy_T": 2_097_152, "aten::repeat_interleave": 78}, "interp_ops": {"aten::copy_": 9984}}
     assert judge(rotary, **kw) == []
-    codes = lambda s, **k: sorted(f.code for f in judge(s, **{**kw, **k}))  # noqa: E731
+    codes = lambda s, **k: sorted(f.code for f in judge(s, **{**kw, **k}))
     assert codes({"ops": {"aten::index": 2_097_152}}) == ["profile.torch_compute"]
     assert codes({"ops": {"aten::index": 2_097_152}}, glue_ops=["index"]) == []
     assert codes({"ops": {"aten::index": 2_097_152}}, glue_ops=["aten::index"]) == []

@@ -8,7 +8,6 @@
 """RoPE: program (t, h-block) loads the token's cos/sin row (D/2 fp32) once and rotates HEADS heads of q or k,
 in fp32, storing bf16 back over the input."""
 
-import torch
 import triton
 import triton.language as tl
 

@@ -70,7 +70,7 @@ class SoftmaxLauncher:
         x2 = x.reshape(-1, x.shape[-1])
         n_rows, n_cols = x2.shape
         y = torch.empty_like(x2)
-        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)  # noqa: E731
+        grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
         _softmax_fwd_kernel[grid](x2, y, n_rows, n_cols, x2.stride(0), y.stride(0),
                                   ONE_TILE=n_cols <= self.max_one_tile)
         return y.reshape(x.shape)
