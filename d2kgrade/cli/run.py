@@ -162,14 +162,10 @@ def run_command(
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err_console, transient=False)
     display = _Display(progress, config.max_turns)
-
-    def warn(msg: str) -> None:
-        print_warning(msg)
-
     try:
         with progress:
             result = run(config, out, suite_root=s.root, argv=sys.argv, on_event=display, cancel=cancel,
-                         on_warning=warn)
+                         on_warning=print_warning)
     except (KeyboardInterrupt, Terminated) as exc:
         # run() has marked the session interrupted and released the lock on its way out
         cancel.set()
