@@ -60,7 +60,7 @@ SUBMISSION_ONLY = {
 }
 """Events refused when the submission makes them (libraries may: torch's dispatcher uses ctypes, for one)."""
 
-NOT_LIBRARIES = {"os.system", "os.exec", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "pty.spawn",
+NOT_LIBRARIES = {"os.system", "os.exec", "os.fork", "os.forkpty", "os.spawn", "pty.spawn",
                  "socket.__new__", "socket.bind", "socket.connect", "socket.sendto", "socket.sendmsg",
                  "socket.getaddrinfo", "socket.gethostbyname", "os.kill", "os.killpg", "signal.pthread_kill",
                  "os.setuid", "os.setgid", "os.chroot", "os.chown", "os.fchown", "sys.addaudithook"}
@@ -174,7 +174,7 @@ def _check(event: str, args: tuple[Any, ...]) -> None:
         _check_open(args)
         return
     if event in ("sys._getframe", "object.__getattr__", "object.__setattr__", "compile", "import",
-                 "subprocess.Popen") or event in SUBMISSION_ONLY or event in NOT_LIBRARIES or \
+                 "subprocess.Popen", "os.posix_spawn") or event in SUBMISSION_ONLY or event in NOT_LIBRARIES or \
             event.startswith("os.exec") or event.startswith("os.spawn"):
         caller = sys._getframe(2)  # _check <- _hook <- the frame that raised the event
         who, frame = _attribute(caller)
@@ -205,7 +205,7 @@ def _check(event: str, args: tuple[Any, ...]) -> None:
         if who == "submission" and name.split(".")[0] in BANNED_IMPORTS:
             _refuse(event, who, name)
         return
-    if event == "subprocess.Popen":
+    if event in ("subprocess.Popen", "os.posix_spawn"):  # Python 3.12's subprocess may posix_spawn
         exe = args[0] if args and args[0] else (args[1][0] if len(args) > 1 and args[1] else "")
         base = os.path.basename(os.fsdecode(exe)) if exe else ""
         if who != "library" or base not in TOOLS:

@@ -34,6 +34,12 @@ PROBE_REPS = 3
 CHUNK_BYTES = 8 << 30
 """Outputs one batch may stage on the GPU (the host keeps a copy of every rep's outputs until the batch ends)."""
 CALIBRATION_REPS = (8, 24)
+VERIFY_SAMPLE = 3
+"""Timed reps, besides the first of each input set, whose outputs the evaluator fetches and compares in full
+(the rest are bound to those by keyed checksums)."""
+VERIFY_SLACK = 3.0
+VERIFY_FLOOR_MS = 50.0
+"""A verify step may take 3x the null kernel's and 50 ms more before it counts as work hidden after the loop."""
 UNTRUSTED_FRACTION = 0.15
 UNTRUSTED_FLOOR_MS = 0.01
 
@@ -104,20 +110,18 @@ class Timer:
             torch.cuda.empty_cache()
 
     def _calibrate(self, wl: Any, spec: Any) -> dict[str, float]:
-        """Fit ``wall = fixed + reps x per_rep`` for null-kernel batches on this workload's buffers."""
+        """Fit ``wall = fixed + reps x per_rep`` for null-kernel batches on this workload's buffers (and time their
+        verify steps), while the host has run no submission code."""
         ev = self.ev
         rot = self.rotation(wl, spec, "calibration", "null")
         null = [[str(spec.dtypes[t.name]).replace("torch.", ""), list(spec.shapes[t.name])] for t in ev.task.outputs]
         points = []
+        verify = []
         for reps in (*CALIBRATION_REPS, *CALIBRATION_REPS):
-            req, set_bufs, outs = self._batch_request(spec, rot, reps, start=0,
-                                                      warmup_ms=float(self.t.get("warmup_ms", 100)), pad_ms=0.0)
-            req["null"] = null
-            t0 = time.perf_counter()
-            self.ev.host.batch(req)
-            points.append((reps, 1e3 * (time.perf_counter() - t0)))
-            for b in (*set_bufs, *outs):
-                b.close()
+            _, wall, vms = self._run_batch(wl, spec, rot, reps, start=0, pad_ms=0.0,
+                                           warmup_ms=float(self.t.get("warmup_ms", 100)), check=None, null=null)
+            points.append((reps, wall))
+            verify.append(vms)
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
         mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -125,7 +129,8 @@ class Timer:
         fixed = my - slope * mx
         resid = [y - (fixed + slope * x) for x, y in points]
         noise = statistics.pstdev(resid) / max(xs)
-        cal = {"fixed_ms": fixed, "per_rep_ms": max(0.0, slope), "noise_ms": noise}
+        cal = {"fixed_ms": fixed, "per_rep_ms": max(0.0, slope), "noise_ms": noise,
+               "verify_ms": max(verify)}
         ev.chan.send("calibration", workload=wl.name, **cal)
         return cal
 
@@ -254,38 +259,96 @@ class Timer:
         return req, list(unique.values()), outs
 
     def _run_batch(self, wl: Any, spec: Any, rot: Any, reps: int, *, start: int, pad_ms: float,
-                   warmup_ms: float, check: Any, wall_rounds: int = 0) -> tuple[Any, float]:
-        """One timed batch: returns the reply and the evaluator's wall milliseconds around it. Every rep's
-        outputs are copied out of their slots and checked before this returns."""
+                   warmup_ms: float, check: Any, wall_rounds: int = 0,
+                   null: list[Any] | None = None) -> tuple[Any, float, float]:
+        """One timed batch, then its verification: returns the reply, the evaluator's milliseconds around the
+        timed loop and around the verify step. Every rep's outputs are checked before this returns."""
+        ev = self.ev
         req, set_bufs, outs = self._batch_request(spec, rot, reps, start=start, warmup_ms=warmup_ms,
                                                   pad_ms=pad_ms, wall_rounds=wall_rounds)
+        if null is not None:
+            req["null"] = null
+        limit = float(ev.cfg.get("stall_s") or 300.0) + 60.0
         t0 = time.perf_counter()
-        reply = self.ev.host.batch(req, timeout_s=float(self.ev.cfg.get("stall_s") or 300.0) + 60.0)
+        reply = ev.host.batch(req, timeout_s=limit)
         wall = 1e3 * (time.perf_counter() - t0)
+        verify_ms = 0.0
         try:
-            self.ev._violations(wl.name)
-            self.ev._check_host("timing", wl.name)
-            self.record_call(wl.name, reply)
+            if null is None:
+                ev._violations(wl.name)
+                ev._check_host("timing", wl.name)
+                self.record_call(wl.name, reply)
             if not reply.ok:
-                return reply, wall
-            if req.get("fingerprint_key") is not None:
-                huge = self.ev.huge(spec)
-                self.ev._huge_unchanged(wl.name, "timed calls", [t for t, h in zip(rot.contents[0], huge, strict=True)
-                                                                 if h],
-                                        [t.name for t, h in zip(self.ev.task.inputs, huge, strict=True) if h],
-                                        req["fingerprint_key"], reply.fingerprints)
-            if reply.screened:
+                return reply, wall, verify_ms
+            if null is None and req.get("fingerprint_key") is not None:
+                huge = ev.huge(spec)
+                ev._huge_unchanged(wl.name, "timed calls", [t for t, h in zip(rot.contents[0], huge, strict=True) if h],
+                                   [t.name for t, h in zip(ev.task.inputs, huge, strict=True) if h],
+                                   req["fingerprint_key"], reply.fingerprints)
+            if reply.screened and null is None:
                 check.problems += list(reply.screened)
-            staged = [o.tensor.clone().to(self.ev.device) for o in outs]
-            for r in range(reps):
-                _, content = rot.slot(start + r)
-                check(content, tuple(s[r].clone() for s in staged))  # poison() fills a view's whole storage
-            del staged
-            check.settle()
+            verify_ms = self._verify(wl, rot, reps, start, reply.batch_id, outs, check, null is not None, limit)
         finally:
             for b in (*set_bufs, *outs):
                 b.close()
-        return reply, wall
+        return reply, wall, verify_ms
+
+    def _verify(self, wl: Any, rot: Any, reps: int, start: int, batch_id: int, outs: list[Any], check: Any,
+                null: bool, limit: float) -> float:
+        """Checksums of every rep under a key drawn now, the first rep per input set and a secret sample in full
+        (:mod:`runner.host_timing`); reps whose checksums differ from their set's first are fetched and checked in
+        full too. Returns the milliseconds of the first verify step (the clock's second part)."""
+        from runner.huge_inputs import fingerprint
+        from runner.stats import derive_seed
+
+        ev = self.ev
+        nout = len(ev.task.outputs)
+        content_of = [rot.slot(start + r)[1] for r in range(reps)]
+        first: dict[int, int] = {}
+        for r, c in enumerate(content_of):
+            first.setdefault(c, r)
+        rest = [r for r in range(reps) if r not in first.values()]
+        sample = self.rng.sample(rest, min(len(rest), VERIFY_SAMPLE))
+        full = sorted({*first.values(), *sample})
+        key = derive_seed(ev.seed, wl.name, "verify", batch_id)
+        pending = [r for r in range(reps) if r not in full]
+        t0 = time.perf_counter()
+        ver = ev.host.verify(batch_id, key, full, last=null or not pending, timeout_s=limit)
+        verify_ms = 1e3 * (time.perf_counter() - t0)
+        if len(ver.digests) != reps or any(len(d) != nout for d in ver.digests):
+            if null:
+                return verify_ms
+            ev._flag("protocol.malformed", f"the kernel host returned {len(ver.digests)} checksums for {reps} reps",
+                     wl.name)
+            raise Stop
+        if null:
+            return verify_ms
+
+        def fetched(r: int) -> tuple[Any, ...]:
+            copies = tuple(o.tensor[r].clone().to(ev.device) for o in outs)
+            mine = [int(fingerprint(c, key + j)) for j, c in enumerate(copies)]
+            if mine != ver.digests[r]:
+                ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksum of timed call {r} does not "
+                         "match the output it copied out", wl.name)
+                raise Stop
+            return copies
+
+        for r in full:
+            check(content_of[r], fetched(r))
+        # The others must be bit-identical to their set's first output (checked in full above); those that are not
+        # (a nondeterministic kernel, or one that changes its answers) are fetched and checked in full.
+        differ = [r for r in pending if ver.digests[r] != ver.digests[first[content_of[r]]]]
+        if pending:
+            again = ev.host.verify(batch_id, key, differ, last=True, timeout_s=limit)
+            if again.digests != ver.digests:
+                ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksums changed between two "
+                         "verify steps of one batch", wl.name)
+                raise Stop
+            for r in differ:
+                check(content_of[r], fetched(r))
+        check.calls += len(pending) - len(differ)
+        check.settle()
+        return verify_ms
 
     def time_submission(self, wl: Any, spec: Any) -> None:
         """Probe, timed batch, wall-clock cross-check; every output checked; the clock compared with the events."""
@@ -301,8 +364,8 @@ class Timer:
             return
         check = ev_recheck(ev, spec, rot)
         warm = float(t.get("warmup_ms", 100.0))
-        probe, _ = self._run_batch(wl, spec, rot, rot.size + PROBE_REPS, start=0, pad_ms=0.0, warmup_ms=0.0,
-                                   check=check)
+        probe, _, _ = self._run_batch(wl, spec, rot, rot.size + PROBE_REPS, start=0, pad_ms=0.0, warmup_ms=0.0,
+                                      check=check)
         if not probe.ok:
             self._timing_error(wl, probe)
             return
@@ -314,6 +377,7 @@ class Timer:
         chunk = max(1, min(reps, int(CHUNK_BYTES // max(out_bytes, 1))))
         samples: list[float] = []
         clock: list[tuple[int, float, float]] = []
+        verify_ms = 0.0
         start = rot.size + PROBE_REPS
         done = 0
         while done < reps:
@@ -321,28 +385,31 @@ class Timer:
             if done:
                 rot = self.rotation(wl, spec, "timing", str(done), with_refs=True)
                 check = ev_recheck(ev, spec, rot, check)
-            reply, wall = self._run_batch(wl, spec, rot, n, start=start + done, pad_ms=pad, warmup_ms=warm,
-                                          check=check)
+            reply, wall, vms = self._run_batch(wl, spec, rot, n, start=start + done, pad_ms=pad, warmup_ms=warm,
+                                               check=check)
             if not reply.ok:
                 self._timing_error(wl, reply)
                 return
             samples += reply.samples_ms
             clock.append((n, wall, reply.pad_ms))
+            verify_ms = max(verify_ms, vms)
             done += n
         rounds = max(1, min(8, reps // rot.size))
-        cross, _ = self._run_batch(wl, spec, rot, 0, start=start + done, pad_ms=0.0, warmup_ms=0.0, check=check,
-                                   wall_rounds=rounds)
+        cross, _, _ = self._run_batch(wl, spec, rot, 0, start=start + done, pad_ms=0.0, warmup_ms=0.0,
+                                      check=check, wall_rounds=rounds)
         ev._check_host("the wall-clock cross-check", wl.name)
         ev.chan.send("timing", workload=wl.name, samples=samples, batch=cross.wall or {}, sets=rot.size,
                      checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
-                     clock=self._clock(wl, samples, clock))
+                     clock=self._clock(wl, samples, clock, verify_ms))
 
     def _overhead(self, wl: Any) -> float:
         cal = self.calibration.get(wl.name)
         return cal["per_rep_ms"] if cal else 0.0
 
-    def _clock(self, wl: Any, samples: list[float], chunks: list[tuple[int, float, float]]) -> dict[str, Any]:
-        """The evaluator's clock against the events (see the module docstring)."""
+    def _clock(self, wl: Any, samples: list[float], chunks: list[tuple[int, float, float]],
+               verify_ms: float = 0.0) -> dict[str, Any]:
+        """The evaluator's clock against the events (see the module docstring); a verify step far slower than
+        the null kernel's is work done after the timed loop, and is flagged too."""
         cal = self.calibration.get(wl.name)
         reps = sum(n for n, _, _ in chunks)
         if not cal or not reps or not samples:
@@ -350,8 +417,11 @@ class Timer:
         implied = sum(w - cal["fixed_ms"] - n * (cal["per_rep_ms"] + pad) for n, w, pad in chunks) / reps
         mean = statistics.fmean(samples)
         margin = untrusted_margin(max(implied, 0.0), cal["noise_ms"])
+        late = verify_ms > VERIFY_SLACK * cal.get("verify_ms", 0.0) + VERIFY_FLOOR_MS
         return {"available": True, "implied_ms": implied, "events_mean_ms": mean, "margin_ms": margin,
-                "untrusted": mean < implied - margin, **{k: cal[k] for k in ("fixed_ms", "per_rep_ms", "noise_ms")}}
+                "untrusted": mean < implied - margin or late, "late_verify": late, "verify_ms": verify_ms,
+                "reps": reps, "wall_ms": sum(w for _, w, _ in chunks),
+                **{k: cal[k] for k in ("fixed_ms", "per_rep_ms", "noise_ms")}}
 
     def _timing_error(self, wl: Any, reply: Any) -> None:
         err = reply.error
@@ -369,7 +439,7 @@ def ev_recheck(ev: Any, spec: Any, rot: Any, previous: Any = None) -> Any:
     dtypes = ev.task.tensor_dtypes(spec.workload)
     tols = [ev.task.tolerance_for(dtypes[t.name]) for t in ev.task.outputs]
     check = make_recheck(rot.refs, tols, ev.device, ref=ev.ref, spec=spec, contents=rot.contents,
-                         verify=lambda: None)
+                         verify=lambda: None, full=True)  # every fetched output against the reference
     if previous is not None:
         check.calls, check.problems = previous.calls, previous.problems
     return check

@@ -489,6 +489,7 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
         clock = w.clock or {}
         if clock.get("available"):
             r.evaluator_ms = float(clock["implied_ms"])
+            r.clock = {k: v for k, v in clock.items() if isinstance(v, (int, float, bool))}
             if clock.get("untrusted"):
                 msg = (f"{name}: the kernel host's CUDA events say {clock['events_mean_ms'] * 1e3:.1f} us per call, "
                        f"but the evaluator's own clock implies at least {clock['implied_ms'] * 1e3:.1f} us "
@@ -541,7 +542,8 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
         stop_reason = ("crashed", f"the evaluator {how} before finishing".replace("evaluator killed",
                                                                                   "evaluator was killed"))
     if harness_error and not imported:
-        raise RuntimeError(f"evaluator fault before the submission was loaded: {harness_error}")
+        raise RuntimeError(f"evaluator fault before the submission was loaded: {harness_error}\n--- log ---\n"
+                           f"{out.log[-3000:]}")
     if stop_reason:
         for w in wls.values():
             if w.started is not None and not w.failed and w.result.name == current:

@@ -140,6 +140,11 @@ class HostClient:
         return self.request({**req, "op": "batch", "batch_id": bid}, "timed",  # type: ignore[no-any-return]
                             call_id=bid, timeout_s=timeout_s)
 
+    def verify(self, batch_id: int, key: int, full: list[int], *, last: bool = True,
+               timeout_s: float | None = None) -> protocol.Verified:
+        return self.request({"op": "verify", "batch_id": batch_id, "key": key, "full": full,  # type: ignore
+                             "last": last}, "verified", call_id=batch_id, timeout_s=timeout_s)
+
     def fingerprint(self, ids: list[int], key: int) -> list[int]:
         reply = self.request({"op": "fingerprint", "ids": ids, "key": key}, "fingerprinted")
         return list(reply.values)

@@ -3,10 +3,15 @@ for what the evaluator checks).
 
 The evaluator hands over S input sets in shared memory and one ``[reps, *shape]`` output slot per output. The
 host uploads the sets to its device, makes S buffer sets, and queues every rep back to back: copy a set into a
-buffer set, flush L2, pad, event, ``kernel(...)``, event, then copy each output into its slot row and poison the
-output (all queued, outside the timed region). One synchronize at the end, then the event times, and the staged
-outputs go to the shared slots for the evaluator to compare. ``null`` batches (the evaluator's calibration,
-before the submission is loaded) call no submission code: they return preallocated outputs.
+buffer set, flush L2, pad, event, ``kernel(...)``, event, then copy each output into its staging row on the device
+and poison the output (all queued, outside the timed region). One synchronize, and the event times go back
+(``timed``). Then the **verify** step (:func:`verify`): with a key the evaluator draws only now, the host
+checksums every rep's staged outputs on the device and copies the rows the evaluator names (the first rep of
+each input set and a secret sample of others) to the shared slots; the evaluator compares those in full and
+every checksum with the one it computes from a full copy. A kernel never sees the key, so it cannot make a wrong
+output checksum like a right one; staging every rep through host memory instead would make the evaluator's
+clock measure copies (a 268 MB softmax output per rep). ``null`` batches (the evaluator's calibration, before the
+submission is loaded) call no submission code: they return preallocated outputs.
 """
 
 from __future__ import annotations
@@ -89,10 +94,7 @@ def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     samples = [s.elapsed_time(e) for s, e in events]
     if host.cfg.get("forge_events") and req.get("null") is None:  # tests: a compromised host under-reporting
         samples = [x * float(host.cfg["forge_events"]) for x in samples]
-    if dev.type == "cuda":
-        for slot, st in zip(slots, staged, strict=True):
-            slot.tensor.copy_(st)
-        torch.cuda.synchronize()
+    host.staged = (slots, staged, [i for ids in req["sets"] for i in ids])
     prints = None
     if req.get("fingerprint_key") is not None:
         from runner.huge_inputs import fingerprints
@@ -101,13 +103,36 @@ def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     wall = None
     if req.get("wall_rounds"):
         wall = wall_batch(lambda a: call(a), rot, int(req["wall_rounds"]), start_rep=start + reps)
-    for i in [*req["outs"], *[i for ids in req["sets"] for i in ids]]:
-        buf = host.buffers.pop(i, None)
-        host.mirrors.pop(i, None)
-        if buf is not None:
-            buf.close()
     return {"samples_ms": samples, "screened": screened[:64], "host_ms_per_rep": host_ms, "wall": wall,
             "pad_ms": pad, "ops": ops, "own_launches": launches, "fingerprints": prints}
+
+
+def verify(host: Any, req: dict[str, Any]) -> dict[str, Any]:
+    """Checksum every staged rep with ``req["key"]``, copy the rows ``req["full"]`` to the shared slots, and (with
+    ``req["last"]``) release the batch's buffers."""
+    import torch
+
+    from runner.huge_inputs import fingerprint
+
+    slots, staged, set_ids = host.staged
+    key = int(req["key"])
+    reps = staged[0].shape[0] if staged else 0
+    digests = []
+    for r in range(reps):
+        digests.append([int(fingerprint(st[r].contiguous().clone(), key + j)) for j, st in enumerate(staged)])
+    if host.device.type == "cuda":
+        for r in req.get("full", []):
+            for slot, st in zip(slots, staged, strict=True):
+                slot.tensor[r].copy_(st[r])
+        torch.cuda.synchronize()
+    if req.get("last", True):
+        host.staged = None
+        for i in [*(s.id for s in slots), *set_ids]:
+            buf = host.buffers.pop(i, None)
+            host.mirrors.pop(i, None)
+            if buf is not None:
+                buf.close()
+    return {"digests": digests}
 
 
 def _stage(out: Any, staged: list[Any], row: int, screened: list[str], poison: Any) -> None:

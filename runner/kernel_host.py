@@ -60,6 +60,8 @@ class Host:
         self.mirrors: dict[int, Any] = {}
         self.kernel: Any = None
         self.flush: Any = None
+        self.staged: Any = None
+        """The last timed batch's output slots, staging rows and set buffers, until it is verified."""
         self.launches: Any = None
         self.source_files: list[str] = []
         self._preimport()
@@ -115,6 +117,8 @@ class Host:
                     self._call(req)
                 elif op == "batch":
                     self._batch(req)
+                elif op == "verify":
+                    self._verify(req)
                 elif op == "fingerprint":
                     self._fingerprint(req)
                 elif op == "bye":
@@ -316,6 +320,13 @@ class Host:
         except BaseException as exc:  # noqa: BLE001
             self._fail(reply, exc)
             return
+        self._send(reply)
+
+    def _verify(self, req: dict[str, Any]) -> None:
+        from runner.host_timing import verify
+
+        reply = {"kind": "verified", "batch_id": req["batch_id"]}
+        reply.update(verify(self, req))
         self._send(reply)
 
     def _fingerprint(self, req: dict[str, Any]) -> None:

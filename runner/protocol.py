@@ -182,6 +182,15 @@ class Timed(Reply):
         return self
 
 
+class Verified(Reply):
+    """Answer to ``verify``: keyed checksums of every staged rep's outputs (the named rows copied to the slots)."""
+
+    kind: Literal["verified"]
+    batch_id: int
+    digests: list[list[int]] = Field(max_length=100_000)
+    """Per rep, one checksum per output."""
+
+
 class Fingerprinted(Reply):
     """Answer to ``fingerprint``: keyed checksums of huge inputs the host holds (see :mod:`runner.huge_inputs`)."""
 
@@ -193,9 +202,9 @@ class Bye(Reply):
     kind: Literal["bye"]
 
 
-AnyReply = Ready | Loaded | Registered | Called | Timed | Fingerprinted | Bye
+AnyReply = Ready | Loaded | Registered | Called | Timed | Verified | Fingerprinted | Bye
 _BY_KIND: dict[str, type[Reply]] = {"ready": Ready, "loaded": Loaded, "registered": Registered, "called": Called,
-                                    "timed": Timed, "fingerprinted": Fingerprinted, "bye": Bye}
+                                    "timed": Timed, "verified": Verified, "fingerprinted": Fingerprinted, "bye": Bye}
 
 
 class ProtocolError(Exception):
@@ -246,5 +255,5 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-__all__ = ["Ready", "Loaded", "Registered", "Called", "Timed", "Fingerprinted", "Bye", "OutputInfo", "HostError",
+__all__ = ["Ready", "Loaded", "Registered", "Called", "Timed", "Verified", "Fingerprinted", "Bye", "OutputInfo", "HostError",
            "OpCounts", "KernelStat", "ProtocolError", "parse_reply", "encode", "MAX_MESSAGE", "MAX_TEXT"]

@@ -140,8 +140,7 @@ def lead(job: dict[str, Any], cfg_r: int, res_w: int, log_fd: int | None) -> dic
             pass
     containment.prctl(containment.PR_SET_CHILD_SUBREAPER, 1)
     os.chdir(job["cwd"])
-    os.environ.clear()
-    os.environ.update(job["env"])
+    os.environ.update(job["env"])  # on top of the scrubbed environment the zygote (or spawn) started with
     host_cfg = job["host"]
     uid = host_cfg.get("uid")
 
@@ -213,6 +212,9 @@ def _host_child(sock: socket.socket, host_cfg: dict[str, Any], log_fd: int | Non
         os.environ.clear()
         os.environ.update(host_cfg["env"])
         os.chdir(host_cfg["dir"])
+        import tempfile
+
+        tempfile.tempdir = host_cfg["dir"]  # the leader's cached choice (its own TMPDIR) is not the host's
         if host_cfg.get("uid"):
             containment.drop_privileges(int(host_cfg["uid"]))
         apply_limits(host_cfg.get("limits", {}))
