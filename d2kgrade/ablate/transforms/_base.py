@@ -10,14 +10,15 @@ libcst keeps every byte it is not asked to change, so the diff of an ablated fil
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, ContextAwareTransformer, SkipFile, TransformFailure, TransformSkip, \
-    TransformSuccess, transform_module
+from libcst.codemod import CodemodContext, ContextAwareTransformer, SkipFile, SkipReason, TransformFailure, \
+    TransformSkip, TransformSuccess
 from libcst.metadata import PositionProvider
 
 from d2kgrade.errors import UserError
@@ -130,7 +131,11 @@ def run_transform(cls: type[Ablation], source: str, args: dict[str, Any]) -> App
         codemod = cls(CodemodContext(), **args)
     except (TypeError, ValueError) as exc:
         raise UserError(f"transform {cls.NAME}: {exc}") from None
-    result = transform_module(codemod, source)
+    try:
+        tree = _parse(source)
+    except cst.ParserSyntaxError as exc:
+        raise UserError(f"transform {cls.NAME}: the file does not parse: {str(exc).splitlines()[0]}") from None
+    result = _transform(codemod, tree)
     if isinstance(result, TransformSkip):
         raise NotApplicable(f"{cls.NAME}: {result.skip_description}")
     if isinstance(result, TransformFailure):
@@ -142,6 +147,23 @@ def run_transform(cls: type[Ablation], source: str, args: dict[str, Any]) -> App
         raise RuntimeError(f"transform {cls.NAME} failed: {type(err).__name__}: {err}") from err
     assert isinstance(result, TransformSuccess)
     return Applied(result.code, tuple(codemod.changes))
+
+
+@functools.lru_cache(maxsize=32)
+def _parse(source: str) -> cst.Module:
+    """Parsed once per source text: a kernel is ablated once per property, and libcst trees are immutable."""
+    return cst.parse_module(source)
+
+
+def _transform(codemod: Ablation, tree: cst.Module) -> TransformSuccess | TransformSkip | TransformFailure:
+    """:func:`libcst.codemod.transform_module` on an already-parsed tree."""
+    try:
+        out = codemod.transform_module(tree)
+    except SkipFile as exc:
+        return TransformSkip(skip_reason=SkipReason.OTHER, skip_description=str(exc), warning_messages=[])
+    except Exception as exc:  # noqa: BLE001 - reported as a failure, as transform_module does
+        return TransformFailure(error=exc, traceback_str="", warning_messages=[])
+    return TransformSuccess(code=out.code, warning_messages=[])
 
 
 # --------------------------------------------------------------------------------------------- patterns

@@ -70,16 +70,30 @@ def _close(v: float | None, target: float) -> bool:
     return v is not None and abs(v - target) <= 1e-6 * target
 
 
+class _Bindings(cst.CSTVisitor):
+    """Every ``name = value`` / ``name: T = value`` of a module, in order (one walk)."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, cst.BaseExpression]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self.found.append((node.targets[0].target.value, node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Name) and node.value is not None:
+            self.found.append((node.target.value, node.value))
+
+
 def constant_env(module: cst.Module) -> dict[str, float]:
     """Every name assigned a constant number anywhere in the file (module level and inside functions)."""
+    b = _Bindings()
+    module.visit(b)
     env: dict[str, float] = {}
     for _ in range(3):  # constants defined from constants
-        for a in m.findall(module, m.Assign(targets=[m.AssignTarget(target=m.Name())]) | m.AnnAssign(
-                target=m.Name())):
-            target = a.targets[0].target if isinstance(a, cst.Assign) else a.target  # type: ignore[union-attr]
-            value = a.value  # type: ignore[union-attr]
-            if value is not None and (v := fold(value, env)) is not None:
-                env[target.value] = v  # type: ignore[union-attr]
+        for name, value in b.found:
+            if (v := fold(value, env)) is not None:
+                env[name] = v
     return env
 
 

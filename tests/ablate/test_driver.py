@@ -1,0 +1,139 @@
+"""The ablation flow with a fake evaluator that plays a GPU: the softmax reference's real variants, timed by a
+clock that knows which file it runs (one ablation costs 20%, one nothing, one breaks the kernel), with noise.
+Then a run directory: every episode's kernel and the reference, records appended, estimates from the reference,
+and a resume that evaluates nothing twice."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from d2kgrade.ablate.driver import AblateConfig, Subject, ablate_kernel, ablate_run, select_properties
+from d2kgrade.ablate.results import load_run_ablations
+from d2kgrade.errors import UserError
+from d2kgrade.records import Environment, EvalResult, Timing, WorkloadResult
+from d2kgrade.runstore import EPISODE_COLUMNS, RunStore
+from d2kgrade.suite import Suite
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = Suite(ROOT)
+REF = SUITE.reference_kernels("softmax")["triton"]
+COST = {"softmax_L3_exp2_fold": 1.2, "softmax_L2_tiled_two_sweep": 1.0}
+BROKEN = {"softmax_L2_split_row_combine"}
+
+
+class FakeGPU:
+    """An evaluator: 1 ms per workload times COST of the file, 0.3% noise; BROKEN files fail correctness."""
+
+    def __init__(self, device: str = "cuda") -> None:
+        self.calls: list[tuple[str, bool, bool]] = []
+        self.rng = random.Random(0)
+        self.device = device
+
+    def __call__(self, task_id: str, path: Path, *, device, workloads, seed, timeout_s, hidden, timing) -> EvalResult:
+        name = Path(path).stem
+        self.calls.append((name, hidden, timing))
+        ok = name not in BROKEN
+        wls = []
+        for w in ("rows_4k", "vocab_rows"):
+            t = Timing(median_ms=COST.get(name, 1.0) * (1 + self.rng.gauss(0, 0.003))) if timing and ok else None
+            wls.append(WorkloadResult(name=w, status="passed" if ok else "incorrect", time=t,
+                                      message="" if ok else "y[3, 7] out of tolerance"))
+        return EvalResult(task=task_id, submission=str(path), status="passed" if ok else "incorrect", correct=ok,
+                          environment=Environment(device=self.device, gpu="FakeGPU" if self.device == "cuda" else None),
+                          workloads=wls)
+
+
+def test_one_kernel_on_a_fake_gpu() -> None:
+    fake = FakeGPU()
+    wanted = ["L3.exp2-fold", "L2.tiled-two-sweep", "L2.split-row-combine", "L1.online-normalizer"]
+    recs = {r.property.split(".", 1)[1]: r for r in ablate_kernel(
+        Subject("softmax", REF, "reference:softmax", arm="reference"), SUITE, AblateConfig(rounds=6, seed=1),
+        properties=wanted, evaluate=fake)}
+    exp2, sweep, split, online = (recs[k] for k in ("L3.exp2-fold", "L2.tiled-two-sweep", "L2.split-row-combine",
+                                                    "L1.online-normalizer"))
+    assert exp2.status == "load_bearing" and exp2.ci_low < 1.2 < exp2.ci_high and exp2.transform == "exp2_to_exp"
+    assert exp2.noise_pct is not None and exp2.noise_pct < 2 and exp2.rounds == 6 and exp2.gpu == "FakeGPU"
+    assert [w.name for w in exp2.workloads] == ["rows_4k", "vocab_rows"]
+    assert exp2.workloads[0].original_ms == pytest.approx(1.0, abs=0.02)
+    assert sweep.status == "not_load_bearing" and sweep.ci_low <= 1.0 + sweep.noise_pct / 100
+    assert split.status == "broke_correctness" and "out of tolerance" in split.message and split.slowdown is None
+    assert online.status == "no_transform" and "algorithm" in online.message
+    # correctness first (hidden workload on), then 6 rounds of orig, the two live variants, orig again
+    checks = [c for c in fake.calls if not c[2]]
+    assert len(checks) == 4 and all(h for _, h, _ in checks)
+    timed = [c[0] for c in fake.calls if c[2]]
+    assert len(timed) == 6 * 4 and timed[:4] == ["triton", "softmax_L3_exp2_fold", "softmax_L2_tiled_two_sweep",
+                                                 "triton"]
+    assert not any(h for _, h, t in fake.calls if t)
+
+
+def test_cpu_is_correctness_only_and_a_failing_original_times_nothing(tmp_path: Path) -> None:
+    recs = ablate_kernel(Subject("softmax", REF, "x"), SUITE, AblateConfig(), properties=["L3.exp2-fold"],
+                         evaluate=FakeGPU(device="cpu"))
+    assert [r.status for r in recs] == ["untimed"] and "timing needs cuda" in recs[0].message
+    broken = tmp_path / "softmax_L2_split_row_combine.py"  # the fake fails this name
+    broken.write_text(REF.read_text())
+    recs = ablate_kernel(Subject("softmax", broken, "y"), SUITE, AblateConfig(), properties=["L3.exp2-fold"],
+                         evaluate=FakeGPU())
+    assert recs[0].status == "untimed" and "the original itself fails" in recs[0].message
+
+
+def test_property_selection() -> None:
+    rubric = SUITE.load_rubric("softmax")
+    assert [p.id for p in select_properties(rubric, ["exp2-fold", "softmax.L2.rows-per-program"])] == [
+        "softmax.L3.exp2-fold", "softmax.L2.rows-per-program"]
+    with pytest.raises(UserError, match="not a property"):
+        select_properties(rubric, ["L9.nope"])
+
+
+def _run_dir(root: Path) -> Path:
+    """Two episodes: e1's kernel is the reference without exp2 (the real transform's output), e2's the reference."""
+    from d2kgrade.ablate.registry import load_all
+    from d2kgrade.ablate.transforms._base import run_transform
+
+    no_exp2 = run_transform(load_all()["exp2_to_exp"], REF.read_text(), {}).source
+    store = RunStore(root)
+    for eid, arm, kernel in (("e1", "guided", no_exp2), ("e2", "unguided", REF.read_text())):
+        rel = f"episodes/{eid}/kernels/v001_kernel.py"
+        (root / rel).parent.mkdir(parents=True)
+        (root / rel).write_text(kernel)
+        row = {c: None for c in EPISODE_COLUMNS}
+        row.update(run_id="r1", episode_id=eid, model="m", agent="llm", arm=arm, guidance="all", task="softmax",
+                   seed=3, status="finished", turns=1, tokens_in=1, tokens_out=1, wall_s=1.0, final_status="passed",
+                   correct=1, kernel_path=rel, submissions=1, tool_calls=1, suite_version="s", task_version="t",
+                   config_json="{}", env_json="{}", attempt=1, started_at="2026-01-01T00:00:00Z",
+                   ended_at="2026-01-01T00:01:00Z")
+        store.finish_episode(row, workloads=[])
+    row.update(episode_id="e3", kernel_path=None)  # an episode without a kernel is skipped
+    store.finish_episode(row, workloads=[])
+    store.close()
+    return root
+
+
+def test_run_directory_with_estimates_and_resume(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path / "run")
+    fake = FakeGPU()
+    wanted = ["L3.exp2-fold", "L3.reciprocal-scale"]
+    recs = ablate_run(run, SUITE, AblateConfig(rounds=3, seed=2), evaluate=fake, properties=wanted)
+    assert recs == load_run_ablations(run)
+    by = {(r.episode, r.property.rsplit(".", 1)[1]): r for r in recs}
+    assert set(by) == {(e, p) for e in ("reference:softmax", "e1", "e2") for p in ("exp2-fold", "reciprocal-scale")}
+    ref = by[("reference:softmax", "exp2-fold")]
+    assert ref.status == "load_bearing" and ref.arm == "reference" and ref.model is None
+    assert by[("e2", "exp2-fold")].status == "load_bearing" and by[("e2", "exp2-fold")].arm == "unguided"
+    lost = by[("e1", "exp2-fold")]
+    assert lost.status == "not_present" and not lost.present and lost.estimated_from_reference
+    assert (lost.slowdown, lost.ci_low) == (ref.slowdown, ref.ci_low) and "estimated from reference:softmax" in \
+        lost.message
+    kept = by[("e1", "reciprocal-scale")]
+    assert kept.status == "not_load_bearing" and not kept.estimated_from_reference
+    assert kept.seed == 3 and kept.model == "m" and kept.arm == "guided"
+    n_calls = len(fake.calls)
+    again = ablate_run(run, SUITE, AblateConfig(rounds=3, seed=2), evaluate=fake, properties=wanted)
+    assert len(fake.calls) == n_calls and again == recs  # resumed: nothing evaluated twice
+    assert (run / "ablations" / "e1" / "softmax_L3_reciprocal_scale.py").is_file()
+    with pytest.raises(UserError, match="no run store"):
+        ablate_run(tmp_path, SUITE, AblateConfig(), evaluate=fake)
