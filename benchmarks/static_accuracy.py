@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from d2kgrade.static.corpus import Tally, evaluate  # noqa: E402
-from d2kgrade.suite import Suite  # noqa: E402
+from d2kgrade.static.corpus import Tally, evaluate
+from d2kgrade.suite import Suite
 
 CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild"}
 

@@ -21,10 +21,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from d2kgrade.judge.calibration import (JUDGE_PRIOR, Calibration, Counts, Reliability, calibrate_rater,  # noqa: E402
-                                        counts_from_accuracy)
-from d2kgrade.static.corpus import load_labels  # noqa: E402
-from d2kgrade.suite import Suite  # noqa: E402
+from d2kgrade.judge.calibration import (
+    JUDGE_PRIOR,
+    Calibration,
+    Counts,
+    Reliability,
+    calibrate_rater,
+    counts_from_accuracy,
+)
+from d2kgrade.static.corpus import load_labels
+from d2kgrade.suite import Suite
 
 CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild"}
 
@@ -72,11 +78,13 @@ def main() -> None:
                          "--stage first_pass on a rater not yet tuned to the wild corpus)")
     s_counts = counts_from_accuracy(first)
     static, s_default = calibrate_rater(s_counts, (0.85, 0.85), "wild first pass")
-    sources = {"static": f"wild corpus first pass ({first.get('date', '?')}, {sum(c.tp + c.fn + c.tn + c.fp for c in s_counts.values())} labelled verdicts)"}
+    n_static = sum(c.tp + c.fn + c.tn + c.fp for c in s_counts.values())
+    sources = {"static": f"wild corpus first pass ({first.get('date', '?')}, {n_static} labelled verdicts)"}
     if args.judge_grades is not None:
         j_counts = judge_counts(args.judge_grades, Suite(ROOT))
         judge, j_default = calibrate_rater(j_counts, JUDGE_PRIOR, "measured judge")
-        sources["judge"] = f"{args.judge_grades.name} ({sum(c.tp + c.fn + c.tn + c.fp for c in j_counts.values())} verdicts)"
+        n_judge = sum(c.tp + c.fn + c.tn + c.fp for c in j_counts.values())
+        sources["judge"] = f"{args.judge_grades.name} ({n_judge} verdicts)"
     else:
         judge, j_default = {}, Reliability(*JUDGE_PRIOR, 0, "assumed")
         sources["judge"] = f"assumed sensitivity/specificity {JUDGE_PRIOR} (no judge run over the corpora yet)"
@@ -89,8 +97,8 @@ def main() -> None:
     print(f"{'property':52s} {'static se/sp':>14s} {'n':>4s}   judge se/sp")
     for pid in sorted(k for k in static if not k.startswith("*")):
         rs, rj = cal.static_of(pid), cal.judge_of(pid)
-        print(f"{pid:52s} {rs.sensitivity:6.2f}/{rs.specificity:4.2f} {rs.n:4d}   {rj.sensitivity:.2f}/{rj.specificity:.2f}"
-              f" ({rj.source})")
+        print(f"{pid:52s} {rs.sensitivity:6.2f}/{rs.specificity:4.2f} {rs.n:4d}   "
+              f"{rj.sensitivity:.2f}/{rj.specificity:.2f} ({rj.source})")
     for lv in sorted(k for k in static if k.startswith("*")):
         r = static[lv]
         print(f"{lv:52s} {r.sensitivity:6.2f}/{r.specificity:4.2f} {r.n:4d}   (pooled; other tasks use it)")

@@ -34,10 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from d2kgrade.static.extract import extract_facts  # noqa: E402
-from d2kgrade.static.grade import grade_facts  # noqa: E402
-from d2kgrade.static.registry import load_all  # noqa: E402
-from d2kgrade.suite import Suite  # noqa: E402
+from d2kgrade.static.extract import extract_facts
+from d2kgrade.static.grade import grade_facts
+from d2kgrade.static.registry import load_all
+from d2kgrade.suite import Suite
 
 BAND = (150, 250)
 """Line counts of the "typical 200-line kernel" set."""

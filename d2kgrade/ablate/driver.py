@@ -83,8 +83,9 @@ class Subject:
     seed: int | None = None
 
 
-def default_evaluator(suite_root: Path | None = None) -> Evaluate:
-    """The real evaluator (:func:`runner.evaluate.run_evaluation`) with the options ablation rounds need.
+def default_evaluator(suite_root: Path | None = None, timing_options: dict[str, Any] | None = None) -> Evaluate:
+    """The real evaluator (:func:`runner.evaluate.run_evaluation`) with the options ablation rounds need;
+    ``timing_options`` (``EvalOptions`` fields: ``target_s``, ``trials``...) apply to the timed rounds only.
 
     Raises:
         MissingDependencyError: torch or triton is not installed.
@@ -100,8 +101,9 @@ def default_evaluator(suite_root: Path | None = None) -> Evaluate:
 
     def evaluate(task_id: str, path: Path, *, device: str | None, workloads: str | list[str], seed: int | None,
                  timeout_s: float | None, hidden: bool, timing: bool) -> EvalResult:
+        opts = EvalOptions(**quiet, **(timing_options or {})) if timing else EvalOptions(**quiet)
         return run_evaluation(task_id, path, suite_root=suite_root, device=device, workloads=workloads, seed=seed,
-                              timeout_s=timeout_s, hidden=hidden, timing=timing, options=EvalOptions(**quiet))
+                              timeout_s=timeout_s, hidden=hidden, timing=timing, options=opts)
 
     return evaluate
 

@@ -122,7 +122,7 @@ def estimate(c: Counts, pool: tuple[float, float], source: str) -> Reliability:
     """Beta-smoothed sensitivity/specificity of counts ``c`` toward ``pool`` (module docstring)."""
     se = (c.tp + PSEUDO * pool[0]) / (c.tp + c.fn + PSEUDO)
     sp = (c.tn + PSEUDO * pool[1]) / (c.tn + c.fp + PSEUDO)
-    clip = lambda x: min(CEILING, max(FLOOR, x))  # noqa: E731
+    clip = lambda x: min(CEILING, max(FLOOR, x))
     return Reliability(clip(se), clip(sp), c.tp + c.fn + c.tn + c.fp, source)
 
 

@@ -28,8 +28,15 @@ from d2kgrade.judge.cache import JudgeCache, cache_key, text_hash
 from d2kgrade.judge.client import ChatClient, RequestFailed
 from d2kgrade.judge.evidence import Document
 from d2kgrade.judge.fusion import FUSION_RULE_VERSION, fuse_file
-from d2kgrade.judge.prompts import (TEMPLATE_VERSION, Kind, build_prompt, facts_to_text, normalize_document,
-                                    reask_message, template_hash)
+from d2kgrade.judge.prompts import (
+    TEMPLATE_VERSION,
+    Kind,
+    build_prompt,
+    facts_to_text,
+    normalize_document,
+    reask_message,
+    template_hash,
+)
 from d2kgrade.judge.settings import JudgeConfig
 from d2kgrade.judge.usage import PriceTable, Usage, UsageReport
 from d2kgrade.judge.vote import SampleVerdict, failed_sample, llm_property_grade, sample_verdict
@@ -127,7 +134,7 @@ def open_jsonl_for_append(path: Path) -> Any:
             cut = fh.read(1) != b"\n"
     else:
         cut = False
-    fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+    fh = open(path, "a", encoding="utf-8")
     if cut:
         fh.write("\n")
     return fh

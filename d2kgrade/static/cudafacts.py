@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-
 from functools import cache
 from typing import TYPE_CHECKING
 

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from d2kgrade.errors import SpecError, UserError
-from d2kgrade.errors import Problem
+from d2kgrade.errors import Problem, SpecError, UserError
 from d2kgrade.grades import Evidence, FileGrade, PropertyGrade, file_grade
 from d2kgrade.schema import CheckRef, Property, Rubric, Task
 from d2kgrade.static.extract import extract_facts, gc_paused
@@ -239,11 +238,11 @@ def _helper_module(f: Path, files: list[Path]) -> bool:
     of a multi-file submission, graded through the file that imports it)?"""
     if f.suffix != ".py":
         return False
-    from d2kgrade.static.extract import MAX_BYTES, read_source
     from d2kgrade.static.entry import live_binding
+    from d2kgrade.static.extract import MAX_BYTES, read_source
     from d2kgrade.static.siblings import imported_modules
 
-    def tree(path: Path):  # noqa: ANN202
+    def tree(path: Path):
         data, _ = read_source(path, MAX_BYTES)
         try:
             return ast.parse(data or b"")

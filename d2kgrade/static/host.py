@@ -136,7 +136,7 @@ class HostInliner:
                 self._assign(a, dst, cp, rename, inlined, loops_of(a.loops), guards, self_name, self_param)
         return [cp(r) for r in src.returns]
 
-    def _assign(self, a: Assign, dst: Function, cp, rename: dict[str, str], inlined: dict[int, Expr],  # noqa: ANN001
+    def _assign(self, a: Assign, dst: Function, cp, rename: dict[str, str], inlined: dict[int, Expr],
                 loops: tuple[int, ...], guards: tuple[Expr, ...], self_name: str | None, self_param: str) -> None:
         value, index = a.value, a.index
         if index is not None and id(value) in inlined:
@@ -166,7 +166,7 @@ class HostInliner:
             self.values[targets[0]] = new_value
         dst.assigns.append(Assign(targets, new_value, a.line, a.end_line, loops, guards, index, a.aug))
 
-    def _launch(self, c: Call, la: Launch | None, dst: Function, cp, loops: tuple[int, ...],  # noqa: ANN001
+    def _launch(self, c: Call, la: Launch | None, dst: Function, cp, loops: tuple[int, ...],
                 guards: tuple[Expr, ...]) -> None:
         e = self._splice(cp(c.expr))
         dst.calls.append(Call("launch", e, loops, guards))
@@ -218,13 +218,12 @@ class HostInliner:
             break
         if kind == "tuple" and e.kind == "tuple" and e.op != "dict" and not _starred(list(e.args)):
             return e
-        if kind == "dict" and ((e.kind == "call" and e.op == "dict" and not e.args) or (e.kind == "tuple" and e.op == "dict"
-                                                                                   and not e.args)):
+        if kind == "dict" and e.op == "dict" and e.kind in ("call", "tuple") and not e.args:
             return e
         return None
 
     def _copier(self, rename: dict[str, str], memo: dict[int, Expr], inlined: dict[int, Expr],
-                self_name: str | None, self_param: str, scope: str = ""):  # noqa: ANN202
+                self_name: str | None, self_param: str, scope: str = ""):
         facts = self.facts
         funcs = self.funcs
         instances = self.instances
@@ -271,7 +270,7 @@ class HostInliner:
 
     # ------------------------------------------------------------------------------------------ calls
 
-    def _expand(self, c: Call, src: Function, dst: Function, cp, rename: dict[str, str],  # noqa: ANN001
+    def _expand(self, c: Call, src: Function, dst: Function, cp, rename: dict[str, str],
                 loops: tuple[int, ...], guards: tuple[Expr, ...], depth: int, stack: tuple[str, ...]) -> Expr | None:
         """Inline the host function ``c`` calls (its return value), or None when it calls nothing of the file."""
         if depth >= MAX_DEPTH:
@@ -366,7 +365,7 @@ class HostInliner:
         self.values[name] = value
         dst.assigns.append(Assign((name,), value, at.line, at.end_line, loops, guards))
 
-    def resolve_call(self, e: Expr, src: Function, cp, dst: Function, loops: tuple[int, ...],  # noqa: ANN001
+    def resolve_call(self, e: Expr, src: Function, cp, dst: Function, loops: tuple[int, ...],
                      guards: tuple[Expr, ...], depth: int, stack: tuple[str, ...]) -> Callee | Expr | None:
         """What the call ``e`` (in ``src``) runs: a :class:`Callee`, an instance (for a class call), or None."""
         name = e.op

@@ -18,7 +18,17 @@ from typing import Any
 from d2kgrade.static.entry import _binds_kernel, live_binding
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.host import HostInliner, entry_function
-from d2kgrade.static.ir import COMPUTED, LAUNCH_ALIAS, Assign, Autotune, AutotuneConfig, Expr, Function, InlineSource, Launch
+from d2kgrade.static.ir import (
+    COMPUTED,
+    LAUNCH_ALIAS,
+    Assign,
+    Autotune,
+    AutotuneConfig,
+    Expr,
+    Function,
+    InlineSource,
+    Launch,
+)
 from d2kgrade.static.lower import Lowerer
 from d2kgrade.static.siblings import add_siblings
 

@@ -7,9 +7,9 @@ Each check is one small function registered by name, the way inspect_ai register
 
 ``lang`` is the rubric entry's ``language`` (``triton``, ``cuda`` or ``any``): the code the check should read.
 A check returns a :class:`CheckResult`: passed (True/False, or None when it cannot tell), a confidence, the spans
-that show it, and a reason in words. Check modules live in :mod:`d2kgrade.static.checks`; importing that package
-registers them all. Arguments are keyword-only and validated against the signature before a check runs
-(:func:`check_args_problem`).
+that show it, and a reason in words. Check modules live in :mod:`d2kgrade.static.checks` (concept modules, by
+what they detect) and :mod:`d2kgrade.static.checks.tasks` (one module per task id); :func:`load_all` imports them.
+Arguments are keyword-only and validated against the signature before a check runs (:func:`check_args_problem`).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def load_all() -> dict[str, CheckFn]:
     if not _loaded:
         from d2kgrade.static import checks
 
-        for mod in pkgutil.iter_modules(checks.__path__):
-            importlib.import_module(f"{checks.__name__}.{mod.name}")
+        for mod in pkgutil.walk_packages(checks.__path__, prefix=f"{checks.__name__}."):
+            importlib.import_module(mod.name)  # concept modules, then checks.tasks.<task id>
         _loaded = True
     return CHECKS
 

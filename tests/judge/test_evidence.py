@@ -6,8 +6,14 @@ import json
 
 from d2kgrade.judge.answer import Answer, Quote
 from d2kgrade.judge.evidence import Document
-from d2kgrade.judge.prompts import (build_prompt, facts_to_text, neutralize, normalize_document, pick_token,
-                                    property_question)
+from d2kgrade.judge.prompts import (
+    build_prompt,
+    facts_to_text,
+    neutralize,
+    normalize_document,
+    pick_token,
+    property_question,
+)
 from d2kgrade.judge.vote import sample_verdict
 from tests.judge.conftest import KERNEL
 

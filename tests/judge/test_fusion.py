@@ -9,8 +9,18 @@ import random
 import pytest
 
 from d2kgrade.grades import Evidence, PropertyGrade, file_grade
-from d2kgrade.judge.calibration import (CEILING, FLOOR, Calibration, Counts, Reliability, calibrate_rater,
-                                        counts_from_accuracy, estimate, load_calibration, posterior)
+from d2kgrade.judge.calibration import (
+    CEILING,
+    FLOOR,
+    Calibration,
+    Counts,
+    Reliability,
+    calibrate_rater,
+    counts_from_accuracy,
+    estimate,
+    load_calibration,
+    posterior,
+)
 from d2kgrade.judge.fusion import FUSION_RULE_VERSION, agreement_counts, fuse_file, fuse_property, judge_strength
 from d2kgrade.judge.vote import SampleVerdict, llm_property_grade, vote
 

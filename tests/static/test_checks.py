@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
 
 from d2kgrade.static import extract_facts
-from d2kgrade.static.registry import check_args_problem, describe, load_all
+from d2kgrade.static.registry import check_args_problem, describe, known_checks, load_all
 
 HEAD = "import torch, triton\nimport triton.language as tl\n"
 
@@ -280,8 +281,8 @@ def test_cuda_checks():
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(0), "l"(x));
     }
     """
-    for name, args in [("shared_memory", {}), ("launch_bounds", {}), ("stride_loop", {"kind": "grid"}),
-                       ("vector_access", {}), ("register_array", {"min_size": 8}), ("cooperative_groups", {}),
+    for name, args in [("shared_memory", {}), ("stride_loop", {"kind": "grid"}),
+                       ("vector_access", {}), ("register_array", {"min_size": 8}),
                        ("async_copy", {"kind": "cp.async"}), ("asm_contains", {"pattern": "cp.async"})]:
         assert run(name, src, suffix=".cu", **args).passed, name
     assert run("register_array", src, suffix=".cu", min_size=16).passed is False
@@ -300,3 +301,31 @@ def test_args_are_validated_against_signatures():
 def test_every_check_is_documented(entry, repo_root):
     assert entry["doc"], f"check {entry['check']} has no docstring"
     assert f"`{entry['check']}`" in (repo_root / "docs" / "static-checks.md").read_text()
+
+
+def test_every_registered_check_is_used_by_a_rubric(repo_root):
+    """No dead checks: each registered check serves at least one rubric's static block."""
+    import yaml
+
+    used = {c["check"] for f in (repo_root / "rubrics").glob("*.yaml")
+            for p in yaml.safe_load(f.read_text())["properties"] for c in p["static"]["checks"]}
+    assert not set(known_checks()) - used, sorted(set(known_checks()) - used)
+
+
+def test_task_specific_checks_are_found_by_task_id(repo_root):
+    """A check that one rubric uses lives in checks/tasks/<task>.py; one that several use, in a concept module."""
+    import yaml
+
+    users: dict[str, set[str]] = {}
+    for f in (repo_root / "rubrics").glob("*.yaml"):
+        data = yaml.safe_load(f.read_text())
+        for p in data["properties"]:
+            for c in p["static"]["checks"]:
+                users.setdefault(c["check"], set()).add(data["task"])
+    for entry in describe():
+        tasks = users.get(entry["check"], set())
+        mod = sys.modules[load_all()[entry["check"]].__module__].__name__
+        if len(tasks) == 1 and ".tasks." in mod:
+            assert mod.endswith(f".tasks.{next(iter(tasks))}"), (entry["check"], mod)
+        elif ".tasks." in mod:  # a task module's check that another task uses must be shared
+            raise AssertionError(f"{entry['check']} ({mod}) is used by {sorted(tasks)}")

@@ -28,7 +28,7 @@ def uses_call(facts: Facts, lang: str, *, name: str | list[str], in_loop: bool |
 
 
 @check("num_kernels")
-def num_kernels(facts: Facts, lang: str, *, min: int = 1, max: int | None = None,  # noqa: A002
+def num_kernels(facts: Facts, lang: str, *, min: int = 1, max: int | None = None,
                 launches: bool = False, modes: bool = False) -> CheckResult:
     """The number of distinct kernels launched from ``kernel(...)`` is within ``[min, max]`` (a ``.cu`` file without
     host code counts its ``__global__`` functions). ``launches: true`` counts launch sites instead (one kernel
@@ -78,14 +78,3 @@ def asm_contains(facts: Facts, lang: str, *, pattern: str | list[str]) -> CheckR
         return found(f"inline asm with {' / '.join(p for p in pats if any(p in t.text for t in hits))}",
                      [span(t, "asm") for t in hits[:4]], 0.95)  # type: ignore[arg-type]
     return missing(f"no inline asm containing {' / '.join(pats)} in reachable code", confidence=0.9)
-
-
-@check("includes")
-def includes(facts: Facts, lang: str, *, pattern: str | list[str]) -> CheckResult:
-    """A CUDA source of the submission includes a header whose path contains ``pattern`` (``cutlass``,
-    ``cute``, ``cooperative_groups``, ``cuda/pipeline``)."""
-    pats = as_list(pattern)
-    hits = [t for t in facts.reachable_tokens("include") if any(p in t.text for p in pats)]
-    if hits:
-        return found(f"includes {hits[0].text}", [span(t, "include") for t in hits[:4]], 0.8)  # type: ignore
-    return missing(f"no #include matching {' / '.join(pats)}", confidence=0.8)

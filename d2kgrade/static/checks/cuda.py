@@ -22,25 +22,6 @@ def shared_memory(facts: Facts, lang: str, *, min_buffers: int = 1) -> CheckResu
     return missing(f"{len(bufs)} __shared__ buffer(s), fewer than {min_buffers}", confidence=0.9)
 
 
-@check("pragma_unroll")
-def pragma_unroll(facts: Facts, lang: str) -> CheckResult:
-    """A loop of reachable CUDA code is unrolled with ``#pragma unroll`` (or a Triton ``tl.static_range``)."""
-    for fn in code(facts, lang):
-        for lp in fn.loops:
-            if lp.unroll:
-                return found(f"unrolled loop in {fn.name}", span(lp, "#pragma unroll / static_range"), 0.9)
-    return missing("no #pragma unroll / tl.static_range loop", confidence=0.85)
-
-
-@check("launch_bounds")
-def launch_bounds(facts: Facts, lang: str) -> CheckResult:
-    """A reachable ``__global__`` function declares ``__launch_bounds__``."""
-    for fn in code(facts, "cuda"):
-        if fn.launch_bounds is not None:
-            return found(f"__launch_bounds__ on {fn.name}", span(fn.launch_bounds, "__launch_bounds__"), 0.95)
-    return missing("no __launch_bounds__", confidence=0.9)
-
-
 def _stride_kind(names: set[str]) -> str | None:
     if any(n.startswith("gridDim") for n in names):
         return "grid"
@@ -156,18 +137,8 @@ def register_array(facts: Facts, lang: str, *, min_size: int = 2) -> CheckResult
     return missing(f"no per-thread register array of >= {min_size} elements", confidence=0.75)
 
 
-@check("cooperative_groups")
-def cooperative_groups(facts: Facts, lang: str) -> CheckResult:
-    """Reachable CUDA code uses cooperative groups (``cg::this_thread_block``, ``tiled_partition``,
-    ``cg::reduce``, grid sync)."""
-    hits = [t for t in facts.reachable_tokens("cg") if t.func]
-    if hits:
-        return found("cooperative groups", [Span(t.line, t.end_line, t.text[:40]) for t in hits[:4]], 0.9)
-    return missing("no cooperative groups", confidence=0.85)
-
-
 @check("template_variants")
-def template_variants(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  # noqa: A002
+def template_variants(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:
     """The host launches one CUDA kernel template with at least ``min`` different template arguments (tile shapes
     chosen per problem shape: ``gemm<128, 256, 64><<<...>>>`` in one branch, ``gemm<128, 128, 64>`` in another)."""
     by_kernel: dict[str, dict[str, object]] = {}
@@ -193,26 +164,3 @@ def _instantiations(facts: Facts, la: Launch) -> list[str]:
     calls = [str(c.expr.value).replace(" ", "") for f in facts.hosts("cuda") for c in f.calls
              if "cu:" + c.name.split("::")[-1] == caller.key and c.expr.value]
     return calls or [la.template]
-
-
-@check("smem_padding")
-def smem_padding(facts: Facts, lang: str) -> CheckResult:
-    """A 2-D ``__shared__`` tile is padded (``tile[32][32 + 1]``) or indexed with an XOR swizzle (``tile[r][c ^ r]``),
-    so column accesses by a warp hit distinct banks."""
-    for b in facts.shared:
-        if b.func not in facts.reachable:
-            continue
-        if len(b.dims) >= 2 and re.search(r"\+\s*\d", b.dims[-1]):
-            return found(f"padded shared tile {b.name}[{']['.join(b.dims)}]", Span(b.line, b.line, "padding"), 0.85)
-    names = {b.name for b in facts.shared if b.func in facts.reachable}
-    for fn in code(facts, "cuda"):
-        for a in fn.assigns:
-            for n in a.value.walk():
-                if n.kind == "sub" and n.args and n.args[0].kind in ("sub", "name") and any(
-                        x.kind == "bin" and x.op == "^" for i in n.args[1:] for x in i.walk()):
-                    base = n.args[0]
-                    while base.kind == "sub" and base.args:
-                        base = base.args[0]
-                    if base.kind == "name" and base.op in names:
-                        return found(f"XOR-swizzled shared index into {base.op}", span(n, "swizzle"), 0.8)
-    return missing("no padded or swizzled 2-D shared-memory tile", confidence=0.8)

@@ -11,13 +11,25 @@ from d2kgrade.static.ir import Expr, Function
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 EXP2 = {"tl.exp2", "libdevice.exp2", "exp2f", "exp2", "__exp2f", "h2exp2", "hexp2", "fast_exp2"}
+
+
 LOG2E = 1.0 / math.log(2.0)
+
+
 RSQRTS = {"tl.rsqrt", "libdevice.rsqrt", "rsqrtf", "__frsqrt_rn", "rsqrt", "hrsqrt", "h2rsqrt"}
+
+
 SQRTS = {"tl.sqrt", "tl.sqrt_rn", "libdevice.sqrt", "sqrtf", "sqrt", "__fsqrt_rn", "__fsqrt_rz", "hsqrt"}
+
+
 LOGS = {"tl.log2": 2.0, "libdevice.log2": 2.0, "log2f": 2.0, "__log2f": 2.0, "tl.log": math.e, "libdevice.log": math.e,
         "logf": math.e, "__logf": math.e}
+
+
 EXPS = {"tl.exp2": 2.0, "libdevice.exp2": 2.0, "exp2f": 2.0, "tl.exp": math.e, "libdevice.exp": math.e, "expf": math.e,
         "__expf": math.e}
+
+
 POWS = {"libdevice.pow", "tl.pow", "powf", "pow", "libdevice.powf"}
 
 

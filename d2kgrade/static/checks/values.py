@@ -4,9 +4,11 @@ accumulators written out after a loop, and branches on loaded values."""
 from __future__ import annotations
 
 from d2kgrade.static.checkutil import code, is_persistent, span
-from d2kgrade.static.dataflow import LOADS, Flow, flow, site_of
+from d2kgrade.static.dataflow import LOADS, Flow, flow
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Call, Expr, Function, end_pos, pos
+from d2kgrade.static.ir import Call, Function, end_pos, pos
+from d2kgrade.static.patterns.access import access_address
+from d2kgrade.static.patterns.names import ATOMICS
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
@@ -22,10 +24,6 @@ def _loaded_names(fl: Flow, fn: Function) -> set[str]:
     return out
 
 
-def _address(c: Call) -> Expr | None:
-    return c.expr.kw("pointer", 0) if not c.name.startswith(".") else (c.expr.args[0] if c.expr.args else None)
-
-
 @check("gather_load")
 def gather_load(facts: Facts, lang: str) -> CheckResult:
     """A load whose address depends on a value loaded from memory (``x[col_idx[j]]``, ``logits[row, target]``,
@@ -38,7 +36,7 @@ def gather_load(facts: Facts, lang: str) -> CheckResult:
         for kind, c, _ in mem:
             if kind != "load":
                 continue
-            addr = _address(c)
+            addr = access_address(c)
             if addr is None:
                 continue
             for n, f, _ in fl.walk(addr, fn, depth=4):
@@ -48,35 +46,8 @@ def gather_load(facts: Facts, lang: str) -> CheckResult:
     return missing("no load whose address depends on loaded data", confidence=0.8)
 
 
-@check("stores_row_stats")
-def stores_row_stats(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  # noqa: A002
-    """One kernel stores at least ``min`` reduced values (per-row statistics such as mean and rstd, or a loss)."""
-    fl = flow(facts)
-    best = 0
-    for fn in code(facts, lang):
-        hits = []
-        for kind, c, b in fl.memory_ops(fn):
-            if kind != "store":
-                continue
-            v = fl.stored_value(c)
-            if v is not None and fl.reduction_derived(v, fn) is not None and not _elementwise(fl, fn, c, v):
-                hits.append(c)
-        best = max(best, len(hits))
-        if len(hits) >= min:
-            return found(f"{fn.name} stores {len(hits)} reduced values", [span(c, "row statistic") for c in hits[:4]],
-                         0.85)
-    return missing(f"no kernel stores {min} reduced values (best: {best})", confidence=0.8)
-
-
-def _elementwise(fl: Flow, fn: Function, c: Call, v: Expr) -> bool:
-    from d2kgrade.static.checks.reductions import _load_taint
-
-    seeds = {id(x.expr) for kind, x, _ in fl.memory_ops(fn) if kind == "load"}
-    return fl.reads_through(v, fn, _load_taint(fl, fn), seeds, site_of(c))
-
-
 @check("stores_distinct")
-def stores_distinct(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  # noqa: A002
+def stores_distinct(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:
     """One kernel writes through at least ``min`` different pointer parameters (several outputs in one pass)."""
     fl = flow(facts)
     for fn in code(facts, lang):
@@ -89,23 +60,6 @@ def stores_distinct(facts: Facts, lang: str, *, min: int = 2) -> CheckResult:  #
             return found(f"{fn.name} stores to {', '.join(sorted(bases))}",
                          [span(c, f"store to {b}") for b, c in list(bases.items())[:4]], 0.85)
     return missing(f"no kernel stores to {min} different outputs", confidence=0.8)
-
-
-@check("read_modify_write")
-def read_modify_write(facts: Facts, lang: str, *, in_loop: bool = True) -> CheckResult:
-    """A kernel loads and stores the same buffer (``in_loop``: inside one loop): a private partial row updated in
-    place (L2-resident), with no atomics."""
-    fl = flow(facts)
-    for fn in code(facts, lang):
-        mem = fl.memory_ops(fn)
-        for kind, c, b in mem:
-            if kind != "store" or not b or (in_loop and not c.loops):
-                continue
-            for k2, c2, b2 in mem:
-                if k2 == "load" and b2 & b and (not in_loop or set(c.loops) & set(c2.loops)):
-                    return found(f"{fn.name} reads and writes {', '.join(sorted(b & b2))}"
-                                 + (" in one loop" if in_loop else ""), [span(c2, "load"), span(c, "store")], 0.85)
-    return missing("no buffer is loaded and stored back" + (" inside a loop" if in_loop else ""), confidence=0.8)
 
 
 @check("carried_stored_after_loop")
@@ -165,9 +119,6 @@ def branch_on_loaded(facts: Facts, lang: str) -> CheckResult:
     return missing("no branch on a loaded value", confidence=0.75)
 
 
-ATOMICS = ("tl.atomic_add", "tl.atomic_xchg", "tl.atomic_cas", "atomicAdd", "atomicInc", "atomicCAS", "atomicExch")
-
-
 @check("atomic_ticket")
 def atomic_ticket(facts: Facts, lang: str) -> CheckResult:
     """The result of an atomic counter update decides a branch (``cnt = tl.atomic_add(counter + t, 1); if cnt ==
@@ -185,79 +136,3 @@ def atomic_ticket(facts: Facts, lang: str) -> CheckResult:
                     return found(f"atomic ticket decides the combine in {fn.name}",
                                  Span(cond.line, cond.end_line, "last arrival"), 0.85)
     return missing("no branch on the result of an atomic counter", confidence=0.8)
-
-
-@check("dynamic_work_id")
-def dynamic_work_id(facts: Facts, lang: str) -> CheckResult:
-    """Work items are claimed at run time from an atomic counter (``tile = tl.atomic_add(counter, 1)``) and the
-    claimed id addresses the data, instead of taking the program id."""
-    fl = flow(facts)
-    for fn in code(facts, lang):
-        ids = {t: a for a in fn.assigns for t in a.targets
-               if any(n.kind == "call" and n.op in ATOMICS and len(n.args) >= 2 and fl.fold(n.args[1], fn) == 1
-                      for n in a.value.walk())}
-        if not ids:
-            continue
-        for kind, c, _ in fl.memory_ops(fn):
-            addr = _address(c)
-            if addr is not None and any(fl.refs(addr, fn, t) for t in ids):
-                a = next(iter(ids.values()))
-                return found(f"work id claimed with an atomic counter in {fn.name}",
-                             [Span(a.line, a.end_line, "atomic work id"), span(c, "addressed by it")], 0.85)
-    return missing("no work id taken from an atomic counter", confidence=0.8)
-
-
-@check("polling_loop")
-def polling_loop(facts: Facts, lang: str) -> CheckResult:
-    """A ``while`` loop waits on memory written by other programs: its condition depends on a value loaded (or
-    atomically read) inside the loop (a decoupled look-back, a flag wait)."""
-    fl = flow(facts)
-    for fn in code(facts, lang):
-        for lp in fn.loops:
-            if lp.kind != "while" or lp.stop is None:
-                continue
-            inside = _memory_dependent(fl, fn, lp)
-            if lp.stop.names() & inside or any(n.kind == "call" and (n.op in LOADS or n.op in ATOMICS)
-                                               for n in lp.stop.walk()):
-                return found(f"polling loop in {fn.name}", span(lp, "wait on other programs"), 0.8)
-    return missing("no loop that waits on values written by other programs", confidence=0.8)
-
-
-def _memory_dependent(fl: Flow, fn: Function, lp) -> set[str]:  # noqa: ANN001
-    """Names assigned in loop ``lp`` whose values depend, through data or through the ``if`` conditions guarding
-    their assignments, on memory read inside the loop."""
-    inside = [a for a in fn.assigns if lp.id in a.loops]
-    direct = {id(a) for a in inside if any(n.kind == "call" and (n.op in LOADS or n.op in ATOMICS)
-                                           for e in (a.value, *a.guards) for n in e.walk())}
-    return dependents(inside, {t for a in inside if id(a) in direct for t in a.targets})
-
-
-def dependents(assigns: list, dep: set[str]) -> set[str]:  # noqa: ANN001
-    """``dep`` grown to a fixpoint with the targets of ``assigns`` whose value or guarding ``if`` conditions read
-    a name already in it (updated in place and returned)."""
-    changed = True
-    while changed:
-        changed = False
-        for a in assigns:
-            if set(a.targets) <= dep:
-                continue
-            names = a.value.names().union(*(g.names() for g in a.guards)) if a.guards else a.value.names()
-            if names & dep:
-                dep.update(a.targets)
-                changed = True
-    return dep
-
-
-@check("conditional_launch")
-def conditional_launch(facts: Facts, lang: str, *, min: int = 1) -> CheckResult:  # noqa: A002
-    """At least ``min`` kernel launches sit under a host-side ``if`` on run-time values (a split count chosen by a
-    heuristic, a combine kernel launched only when needed)."""
-    hits = []
-    for f in facts.hosts():
-        for c in f.calls:
-            if c.name == "launch" and c.guards:
-                hits.append(c)
-    if len(hits) >= min:
-        return found(f"{len(hits)} launch(es) under host-side conditions", [span(c, "conditional launch")
-                                                                            for c in hits[:4]], 0.75)
-    return missing("every launch happens unconditionally", confidence=0.7)

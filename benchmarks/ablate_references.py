@@ -1,0 +1,155 @@
+"""Which design properties carry the expert references' speed on this GPU: ``d2kgrade ablate`` on every
+reference, one JSON.
+
+    python benchmarks/ablate_references.py                          # all 26 references -> ablation_<gpu>.json
+    python benchmarks/ablate_references.py --tasks softmax gemm_bf16 --rounds 5
+    setsid nohup python benchmarks/ablate_references.py > /tmp/ablate.log 2>&1 &    # outlives one device call
+
+Per reference: the static rater's present properties with a transform are removed one at a time; every variant
+passes the evaluator (hidden workload included) or is ``broke_correctness``; then the original and the passing
+variants are timed in ``--rounds`` interleaved rounds (orig, v1..vn, orig), no baselines, and each property gets
+its slowdown (geomean over the catalog workloads of the ratio of medians), a 95% bootstrap interval over rounds,
+and ``load_bearing`` when that interval clears the original-vs-original noise.
+
+Records are appended to ``--jsonl`` as each reference finishes; a rerun skips the references already there, so a
+run cut short by a time limit resumes where it stopped (``--budget-s`` stops cleanly between references). The JSON
+(``--out``, default ``benchmarks/ablation_<gpu>.json``) is rewritten after each reference.
+
+Budget: a reference with V variants costs 1 + V correctness evaluations and rounds x (V + 2) timed ones; with
+121 variants over 26 references (4.7 each) and 3 rounds that is ~650 evaluations, roughly 5-10 s each on the
+H200 with baselines off: 1-2 hours. ``--rounds 2 --workloads`` on a few tasks is a quick look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator  # noqa: E402
+from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, read_records  # noqa: E402
+from d2kgrade.io import write_json  # noqa: E402
+from d2kgrade.suite import Suite  # noqa: E402
+
+TIMING_OPTIONS = {"target_s": 0.3, "trials": 1}
+"""Timed rounds: the variants already passed the full correctness pass, so one trial per workload, and 0.3 s of
+timed calls per workload (every timed call is still rechecked)."""
+
+
+def versions() -> dict[str, Any]:
+    out: dict[str, Any] = {"python": platform.python_version()}
+    for mod in ("torch", "triton"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except ImportError:
+            pass
+    return out
+
+
+def summary(records: list[AblationRecord]) -> dict[str, Any]:
+    """Counts by status, and the load-bearing properties sorted by slowdown."""
+    timed = [r for r in records if r.slowdown is not None and not r.estimated_from_reference]
+    return {
+        "references": len({r.task for r in records}),
+        "properties": len(records),
+        "by_status": dict(sorted(Counter(r.status for r in records).items())),
+        "load_bearing": [{"property": r.property, "transform": r.transform, "slowdown": r.slowdown,
+                          "ci": [r.ci_low, r.ci_high], "noise_pct": r.noise_pct}
+                         for r in sorted(timed, key=lambda r: -(r.slowdown or 0)) if r.status == "load_bearing"],
+        "broke_correctness": [{"property": r.property, "message": r.message} for r in records
+                              if r.status == "broke_correctness"],
+    }
+
+
+def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | None = None) -> dict[str, Any]:
+    """Ablate the references into ``args.jsonl`` and ``args.out``; returns the JSON written."""
+    suite = Suite(ROOT)
+    tasks = args.tasks or [t for t in suite.task_ids if "triton" in suite.reference_kernels(t)]
+    config = AblateConfig(device=args.device, rounds=args.rounds, workloads=args.workloads or "all", seed=args.seed,
+                          timeout_s=args.timeout_s, suite_root=ROOT)
+    evaluate = evaluate or default_evaluator(ROOT, timing_options=TIMING_OPTIONS)
+    done = {r.episode for r in read_records(args.jsonl)}
+    t0 = time.monotonic()
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+    def write(complete: bool) -> dict[str, Any]:
+        records = [r for r in read_records(args.jsonl) if r.episode.removeprefix(REFERENCE_PREFIX) in tasks]
+        data = {"what": "ablation of the expert references: slowdown when each design property is removed",
+                "command": " ".join([Path(sys.executable).name, *sys.argv]), "started": started,
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "gpu": gpu, **versions(), "device": args.device,
+                "rounds": args.rounds, "timing_options": TIMING_OPTIONS, "complete": complete,
+                "wall_s": round(time.monotonic() - t0, 1), "summary": summary(records),
+                "records": [r.model_dump(mode="json") for r in records]}
+        write_json(args.out, data)
+        return data
+
+    complete = True
+    for i, task in enumerate(tasks):
+        episode = REFERENCE_PREFIX + task
+        if episode in done:
+            continue
+        if args.budget_s and time.monotonic() - t0 > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s spent; {len(tasks) - i} references left (rerun to resume)",
+                  file=sys.stderr)
+            complete = False
+            break
+        t1 = time.monotonic()
+        recs = ablate_kernel(Subject(task, suite.reference_kernels(task)["triton"], episode, arm="reference"),
+                             suite, config, properties=args.properties, evaluate=evaluate,
+                             progress=lambda m: print(f"[{time.monotonic() - t0:7.1f} s] {m}", file=sys.stderr,
+                                                      flush=True))
+        for r in recs:
+            append_record(args.jsonl, r)
+        print(f"{task}: {dict(Counter(r.status for r in recs))} in {time.monotonic() - t1:.0f} s", file=sys.stderr)
+        write(False)
+    return write(complete)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", nargs="*", help="task ids (default: every task with a Triton reference)")
+    ap.add_argument("--properties", nargs="*", help="only these properties (ids or ids without the task prefix)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (>= 2)")
+    ap.add_argument("--workloads", nargs="*", help="workloads to time (default: every catalog workload)")
+    ap.add_argument("--device", default="cuda", help="cuda (cpu: correctness only, a dry run)")
+    ap.add_argument("--seed", type=int, default=0, help="evaluation seed (same inputs for every variant)")
+    ap.add_argument("--timeout-s", type=float, default=600.0, help="per evaluation")
+    ap.add_argument("--budget-s", type=float, default=None, help="stop between references after this long")
+    ap.add_argument("--jsonl", type=Path, default=ROOT / "benchmarks" / "runs" / "ablation" / "ablations.jsonl",
+                    help="records, appended as each reference finishes (resume file)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON (default benchmarks/ablation_<gpu>.json)")
+    args = ap.parse_args(argv)
+    if args.rounds < 2:
+        ap.error("--rounds must be >= 2 (the noise needs two rounds)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    gpu = None
+    if args.device == "cuda":
+        from runner.evaluate import gpu_info
+
+        info = gpu_info(0)
+        if info is None:
+            print("no CUDA GPU visible; this benchmark needs one (--device cpu checks correctness only)",
+                  file=sys.stderr)
+            return 2
+        gpu = info["name"]
+    if args.out is None:
+        slug = "cpu" if gpu is None else "h200" if "H200" in gpu else gpu.lower().replace(" ", "-")
+        args.out = ROOT / "benchmarks" / f"ablation_{slug}.json"
+    data = run(args, gpu=gpu)
+    print(f"wrote {args.out}: {data['summary']['by_status']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
