@@ -156,7 +156,7 @@ class WorkloadResult(Record):
     evaluator_ms: float | None = None
     """The evaluator's own clock per timed call (from releasing an input set to receiving its output, less the
     measured per-call overhead): the bound the kernel host's CUDA events must agree with."""
-    clock: dict[str, float | bool] | None = None
+    clock: dict[str, bool | int | float] | None = None
     """The evaluator's clock in full: its calibration on a null kernel (``fixed_ms``, ``per_rep_ms``,
     ``noise_ms``), the batches' wall time and reps, the implied and reported per-call times, the margin."""
     wall_s: float = 0.0

@@ -34,9 +34,11 @@ PROBE_REPS = 3
 CHUNK_BYTES = 8 << 30
 """Outputs one batch may stage on the GPU (the host keeps a copy of every rep's outputs until the batch ends)."""
 CALIBRATION_REPS = (8, 24)
+CALIBRATION_PADS = (0.0, 1.0)
 VERIFY_SAMPLE = 3
 """Timed reps, besides the first of each input set, whose outputs the evaluator fetches and compares in full
 (the rest are bound to those by keyed checksums)."""
+PAD_DRIFT = 0.03
 VERIFY_SLACK = 3.0
 VERIFY_FLOOR_MS = 50.0
 """A verify step may take 3x the null kernel's and 50 ms more before it counts as work hidden after the loop."""
@@ -110,27 +112,28 @@ class Timer:
             torch.cuda.empty_cache()
 
     def _calibrate(self, wl: Any, spec: Any) -> dict[str, float]:
-        """Fit ``wall = fixed + reps x per_rep`` for null-kernel batches on this workload's buffers (and time their
-        verify steps), while the host has run no submission code."""
+        """Fit ``wall = fixed + reps x (per_rep + pad_factor x pad)`` for null-kernel batches on this workload's
+        buffers, at two lengths and two pads (the pad is a spin whose length in time follows the SM clock, so its
+        real cost is measured, not assumed), and time their verify steps; all while the host has run no
+        submission code."""
+        import numpy as np
+
         ev = self.ev
         rot = self.rotation(wl, spec, "calibration", "null")
         null = [[str(spec.dtypes[t.name]).replace("torch.", ""), list(spec.shapes[t.name])] for t in ev.task.outputs]
-        points = []
-        verify = []
-        for reps in (*CALIBRATION_REPS, *CALIBRATION_REPS):
-            _, wall, vms = self._run_batch(wl, spec, rot, reps, start=0, pad_ms=0.0,
+        rows, ys, verify = [], [], []
+        for reps, pad in [(r, p) for p in CALIBRATION_PADS for r in CALIBRATION_REPS] * 2:
+            _, wall, vms = self._run_batch(wl, spec, rot, reps, start=0, pad_ms=pad,
                                            warmup_ms=float(self.t.get("warmup_ms", 100)), check=None, null=null)
-            points.append((reps, wall))
+            rows.append([1.0, reps, reps * pad])
+            ys.append(wall)
             verify.append(vms)
-        xs = [p[0] for p in points]
-        ys = [p[1] for p in points]
-        mx, my = statistics.fmean(xs), statistics.fmean(ys)
-        slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
-        fixed = my - slope * mx
-        resid = [y - (fixed + slope * x) for x, y in points]
-        noise = statistics.pstdev(resid) / max(xs)
-        cal = {"fixed_ms": fixed, "per_rep_ms": max(0.0, slope), "noise_ms": noise,
-               "verify_ms": max(verify)}
+        a, y = np.array(rows), np.array(ys)
+        coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+        resid = y - a @ coef
+        noise = float(np.std(resid)) / max(CALIBRATION_REPS)
+        cal = {"fixed_ms": float(coef[0]), "per_rep_ms": max(0.0, float(coef[1])),
+               "pad_factor": max(0.0, float(coef[2])), "noise_ms": noise, "verify_ms": max(verify)}
         ev.chan.send("calibration", workload=wl.name, **cal)
         return cal
 
@@ -414,14 +417,17 @@ class Timer:
         reps = sum(n for n, _, _ in chunks)
         if not cal or not reps or not samples:
             return {"available": False}
-        implied = sum(w - cal["fixed_ms"] - n * (cal["per_rep_ms"] + pad) for n, w, pad in chunks) / reps
+        k = cal.get("pad_factor", 1.0)
+        implied = sum(w - cal["fixed_ms"] - n * (cal["per_rep_ms"] + k * pad) for n, w, pad in chunks) / reps
         mean = statistics.fmean(samples)
-        margin = untrusted_margin(max(implied, 0.0), cal["noise_ms"])
+        # The pad's length follows the SM clock, which can move between calibration and batch: 3% of it is noise.
+        pad_mean = sum(n * pad for n, _, pad in chunks) / reps
+        margin = untrusted_margin(max(implied, 0.0), cal["noise_ms"]) + PAD_DRIFT * k * pad_mean
         late = verify_ms > VERIFY_SLACK * cal.get("verify_ms", 0.0) + VERIFY_FLOOR_MS
         return {"available": True, "implied_ms": implied, "events_mean_ms": mean, "margin_ms": margin,
                 "untrusted": mean < implied - margin or late, "late_verify": late, "verify_ms": verify_ms,
                 "reps": reps, "wall_ms": sum(w for _, w, _ in chunks),
-                **{k: cal[k] for k in ("fixed_ms", "per_rep_ms", "noise_ms")}}
+                "pad_ms": pad_mean, **{key: cal[key] for key in ("fixed_ms", "per_rep_ms", "noise_ms", "pad_factor")}}
 
     def _timing_error(self, wl: Any, reply: Any) -> None:
         err = reply.error

@@ -1,0 +1,113 @@
+"""Expert references through the evaluator on this GPU, every baseline candidate of each task timed beside them;
+one JSON written after every task (a round cut short keeps what it measured).
+
+    python benchmarks/bench_round.py --tasks flash_attention_fwd gemm_bf16 --out round.json \\
+        [--candidates eager compile sdpa_cudnn ...] [--repeat 5] [--hidden]
+
+Per workload: status, median and spread, roofline fraction, every candidate (status, median, why excluded), the
+best candidate and the speedup over it, the evaluator's clock against the host's events; per evaluation the wall
+time. ``--repeat N`` evaluates each task N times (the timing-repeatability study: spread of the medians of the
+kernel and of every candidate, with ``--live-baselines`` implied so that each repeat measures them again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runner.evaluate import EvalOptions, gpu_info, run_evaluation  # noqa: E402
+
+
+def _versions() -> dict[str, Any]:
+    import torch
+    import triton
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "triton": triton.__version__}
+
+
+def _nvml() -> dict[str, Any]:
+    """SM clock and throttle reasons now (nvidia-smi), for the record."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,clocks_throttle_reasons.active,"
+                              "temperature.gpu,power.draw", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    keys = ("sm_mhz", "mem_mhz", "throttle", "temp_c", "power")
+    return dict(zip(keys, [v.strip() for v in out.split(",")], strict=False))
+
+
+def summarize(r: Any) -> dict[str, Any]:
+    wls = []
+    for w in r.workloads:
+        wls.append({
+            "name": w.name, "status": w.status, "message": w.message[:300],
+            "median_ms": w.time.median_ms if w.time else None, "iqr_ms": w.time.iqr_ms if w.time else None,
+            "reps": w.time.reps if w.time else None, "roofline_floor_ms": w.roofline_floor_ms,
+            "roofline_fraction": w.roofline_fraction, "best_baseline": w.best_baseline,
+            "speedup_best": w.speedup_best, "speedup_eager": w.speedup_eager, "speedup_compiled": w.speedup_compiled,
+            "baselines": [{"name": b.name, "kind": b.kind, "vendor": b.vendor, "status": b.status,
+                           "reason": b.reason[:300], "median_ms": b.time.median_ms if b.time else None,
+                           "iqr_ms": b.time.iqr_ms if b.time else None, "cached": b.cached,
+                           "max_tol_ratio": b.max_tol_ratio} for b in w.baselines],
+            "evaluator_ms": w.evaluator_ms, "clock": w.clock, "wall_s": w.wall_s})
+    return {"status": r.status, "message": r.message[:500], "wall_s": r.wall_s, "sandbox": r.environment.sandbox,
+            "flags": [f.code for f in r.flags], "import_s": r.import_s, "workloads": wls}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", nargs="+", required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--candidates", nargs="*", default=None, help="only these candidates (default: all)")
+    ap.add_argument("--exclude", nargs="*", default=[], help="every candidate but these")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--hidden", action="store_true")
+    ap.add_argument("--target-s", type=float, default=0.4)
+    ap.add_argument("--live-baselines", action="store_true")
+    ap.add_argument("--timeout-s", type=float, default=900.0)
+    args = ap.parse_args()
+    gpu = gpu_info(0)
+    doc: dict[str, Any] = {"command": " ".join(sys.argv), "date": datetime.now(timezone.utc).isoformat(),
+                           "gpu": gpu, "versions": _versions(), "tasks": {}}
+    live = args.live_baselines or args.repeat > 1
+    from runner.evaluate import default_suite_root, load_task
+
+    for task in args.tasks:
+        names = args.candidates
+        if args.exclude:
+            names = [c.name for c in load_task(default_suite_root(), task).baseline_candidates()
+                     if c.name not in args.exclude and (names is None or c.name in names)]
+        runs = []
+        for i in range(args.repeat):
+            before = _nvml()
+            t0 = time.time()
+            try:
+                r = run_evaluation(task, ROOT / "references" / task / "triton.py", device="cuda", seed=1000 + i,
+                                   hidden=args.hidden, timeout_s=args.timeout_s,
+                                   options=EvalOptions(candidates=tuple(names) if names is not None else None,
+                                                       target_s=args.target_s, live_baselines=live))
+                s = summarize(r)
+            except Exception as exc:  # noqa: BLE001 - one task's failure is recorded, the round goes on
+                s = {"status": "error", "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            s["elapsed_s"] = time.time() - t0
+            s["nvml_before"], s["nvml_after"] = before, _nvml()
+            runs.append(s)
+            doc["tasks"][task] = runs
+            args.out.write_text(json.dumps(doc, indent=1))
+            print(f"{task} #{i}: {s['status']} {s['elapsed_s']:.1f}s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
