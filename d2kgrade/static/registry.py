@@ -202,3 +202,41 @@ def describe() -> list[dict[str, Any]]:
                              for p, spec in params.items()},
                     "doc": (inspect.getdoc(fn) or "").strip()})
     return out
+
+
+def reference_markdown() -> str:
+    """The checks' reference for ``docs/static-checks.md``: concept modules first (their docstring's first
+    sentence as the heading text), then one section per task module; one bullet per check (name, arguments with
+    defaults, docstring). ``tests/static/test_checks.py`` keeps the document equal to it."""
+    import sys
+
+    by_mod: dict[str, list[dict[str, Any]]] = {}
+    for entry in describe():
+        by_mod.setdefault(CHECKS[entry["check"]].__module__, []).append(entry)
+
+    def title(mod: str) -> str:
+        doc = (sys.modules[mod].__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        return doc.split(":")[0].rstrip(".") if doc else mod.rsplit(".", 1)[-1]
+
+    def bullet(e: dict[str, Any]) -> str:
+        args = ", ".join(f"`{a}` (required)" if spec["required"] else f"`{a}={spec['default']!r}`"
+                         for a, spec in e["args"].items())
+        doc = " ".join(e["doc"].split()).replace("``", "`")
+        return f"- **`{e['check']}`**" + (f" ({args})" if args else "") + f". {doc}"
+
+    concept = sorted(m for m in by_mod if ".tasks." not in m)
+    tasks = sorted(m for m in by_mod if ".tasks." in m)
+    out = ["## The checks", "",
+           "Concept modules (`d2kgrade/static/checks/<concept>.py`) hold the checks that several rubrics use; a check",
+           "that one task's rubric alone uses lives in `d2kgrade/static/checks/tasks/<task id>.py`. Both are built on the",
+           "pattern layer `d2kgrade/static/patterns/` (named, tested queries: pointer roles, addresses, reductions and",
+           "online normalisers, atomics, sorts, host values, launch configurations). This section is generated from the",
+           "checks' docstrings (`d2kgrade.static.registry.reference_markdown`).", ""]
+    for mod in concept:
+        out += [f"### {title(mod)} (`{mod.replace('.', '/')}.py`)", ""]
+        out += [bullet(e) for e in sorted(by_mod[mod], key=lambda e: e["check"])] + [""]
+    out += ["## Task-specific checks", ""]
+    for mod in tasks:
+        out += [f"### `{mod.rsplit('.', 1)[-1]}` (`{mod.replace('.', '/')}.py`)", ""]
+        out += [bullet(e) for e in sorted(by_mod[mod], key=lambda e: e["check"])] + [""]
+    return "\n".join(out).rstrip() + "\n"

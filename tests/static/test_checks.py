@@ -297,6 +297,15 @@ def test_args_are_validated_against_signatures():
     assert "unknown static check" in check_args_problem("no_such_check", {})
 
 
+def test_the_checks_reference_is_generated_from_the_registry(repo_root):
+    """docs/static-checks.md ends with ``reference_markdown()``: every check, its arguments and its docstring, by
+    concept module and task module. Regenerate it with ``reference_markdown()`` when a check changes."""
+    from d2kgrade.static.registry import reference_markdown
+
+    text = (repo_root / "docs" / "static-checks.md").read_text()
+    assert text[text.index("## The checks"):] == reference_markdown()
+
+
 @pytest.mark.parametrize("entry", describe(), ids=lambda e: e["check"])
 def test_every_check_is_documented(entry, repo_root):
     assert entry["doc"], f"check {entry['check']} has no docstring"

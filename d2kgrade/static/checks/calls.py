@@ -1,4 +1,5 @@
-"""Generic checks: a call is made, kernels are launched, inline asm or an include is present."""
+"""Call and launch checks: a call is made (``uses_call``), how many kernels (or constexpr modes) are launched, inline
+asm contents."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Launch-configuration checks: autotune configs, num_warps and num_stages, configurations picked on the host by problem
-size."""
+"""Launch-configuration checks: autotune configs, ``num_warps`` and ``num_stages``, configurations picked on the host
+by problem size."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""CUDA-specific checks: shared memory, unrolling, launch bounds, stride loops, warp-per-row mapping, register
-arrays, cooperative groups."""
+"""CUDA-specific checks: shared memory, grid- and block-stride loops, a warp per row, register arrays, kernel
+templates launched with several configurations."""
 
 from __future__ import annotations
 

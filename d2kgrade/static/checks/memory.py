@@ -1,5 +1,5 @@
-"""Memory checks: what is loaded once and reused, cache hints, sweeps over tiles, hoisting, masks, descriptors,
-vector accesses, and kernels that hand data to each other through a workspace."""
+"""Memory-access checks: what one load feeds (read once, reused on chip), cache hints, divisibility and 64-bit
+offsets, tensor descriptors, 128-bit vector access, unit-stride tiles of the inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from d2kgrade.static.checkutil import as_list, code, exclusive, matches, span
 from d2kgrade.static.dataflow import Flow, Taint, flow, site_of
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Call, Expr, Function
-from d2kgrade.static.patterns.access import VECTOR_DEFAULT, unit_arange
+from d2kgrade.static.patterns.access import VECTOR_DEFAULT, access_base, arange_size, aranges, unit_arange
+from d2kgrade.static.patterns.config import launch_values
+from d2kgrade.static.patterns.roles import input_loads
 from d2kgrade.static.registry import CheckResult, check, found, missing
 
 
@@ -335,3 +337,63 @@ def contiguous_tile_access(facts: Facts, lang: str, *, min_per_thread: int = 4, 
                 return found(f"unit-stride tile {op}s in {fn.name}", [span(c, f"contiguous {op}"),
                                                                       span(ar, "innermost index")], 0.75)
     return missing(reason, confidence=0.7)
+
+
+def _per_thread_inputs(fl: Flow, fn: Function, ptr: Expr, inner: Expr) -> tuple[list[int], list[int]]:
+    """(inner sizes, contiguous elements per thread) of an address's unit-stride arange, per known launch."""
+    inners, per = [], []
+    others = [a for a in aranges(fl, ptr, fn) if a is not inner]
+    for b in launch_values(fl, fn) or [{}]:
+        iv = arange_size(fl, fn, inner.args[1], b)
+        if iv is None:
+            continue
+        inners.append(iv)
+        rest = 1
+        for o in others:
+            ov = arange_size(fl, fn, o.args[1], b)
+            rest = rest * ov if rest is not None and ov is not None else None
+        nw = b.get("num_warps")
+        if rest is not None and isinstance(nw, int):
+            per.append(int(min(iv, iv * rest / (32 * nw))))
+    return inners, per
+
+
+@check("contiguous_input_access")
+def contiguous_input_access(facts: Facts, lang: str, *, inputs: list[int], min_per_thread: int = 1,
+                            min_inner: int = 1, stores: bool = False) -> CheckResult:
+    """Every load of the given ``inputs`` of ``kernel(...)`` (positions) is a tile whose innermost index is a
+    unit-stride ``tl.arange`` (``row * L + l0 + tl.arange(0, BLOCK_L)``), at least one such load exists, and at
+    every launch whose sizes are compile-time constants the arange spans >= ``min_inner`` elements and each thread
+    holds >= ``min_per_thread`` contiguous ones (``min(BLOCK, tile / (32 * num_warps))``). ``stores``: the
+    stores of the kernels that load them satisfy the same. Per-element scalar loads, loads along a strided
+    dimension, and loads of other tensors (weights, states) do not make it pass."""
+
+    fl = flow(facts)
+    ok: list[Call] = []
+    for fn in code(facts, "triton"):
+        calls = input_loads(fl, fn, inputs)
+        if not calls:
+            continue
+        if stores:
+            calls += [c for kind, c, _ in fl.memory_ops(fn) if kind == "store"]
+        for c in calls:
+            ptr = access_base(c)
+            if c.name.startswith("."):
+                ok.append(c)
+                continue
+            ar = unit_arange(fl, ptr, fn) if ptr is not None else None
+            if ar is None or len(ar.args) != 2:
+                return missing(f"the access at line {c.line} of {fn.name} has no unit-stride tl.arange innermost "
+                               "index", [span(c, "strided or scalar access")], 0.8)
+            inners, per = _per_thread_inputs(fl, fn, ptr, ar)
+            if inners and min(inners) < min_inner:
+                return missing(f"the access at line {c.line} of {fn.name} spans {min(inners)} contiguous elements "
+                               f"(< {min_inner})", [span(c, "narrow tile")], 0.8)
+            if per and min(per) < min_per_thread:
+                return missing(f"the access at line {c.line} of {fn.name} gives each thread {min(per)} contiguous "
+                               f"elements (< {min_per_thread})", [span(c, "narrow per thread")], 0.8)
+            ok.append(c)
+    if ok:
+        return found(f"{len(ok)} contiguous tile access(es) of the input(s)", [span(c, "contiguous") for c in ok[:4]],
+                     0.8)
+    return missing("no kernel loads the input(s)", confidence=0.8)

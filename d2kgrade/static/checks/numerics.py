@@ -1,4 +1,4 @@
-"""Numerics checks: exp2 with log2(e) folded in, inverse square roots in any spelling, and casts."""
+"""Numerics checks: exp2 with log2(e) folded in, inverse square roots in any spelling, casts."""
 
 from __future__ import annotations
 

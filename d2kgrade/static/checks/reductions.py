@@ -1,5 +1,5 @@
-"""Reduction checks: online (rescaled) accumulators, reduction axes and precision, what is done once per row
-(a reciprocal, an rsqrt) versus per element (a division), warp-level reductions."""
+"""Reduction checks: online (rescaled) accumulators, reduction axes and precision, divisions by a reduced value,
+warp-level reductions, centered variances, atomics of reduced values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sweep checks: loops that re-read the same data, loads hoisted out of loops, and kernels that hand data to later
+"""Sweep checks: loops that re-read the same data, loads hoisted out of loops, kernels that hand data to later
 kernels."""
 
 from __future__ import annotations

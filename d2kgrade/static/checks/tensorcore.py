@@ -1,5 +1,5 @@
 """Tensor-core and asynchronous-copy checks: ``tl.dot`` accumulating in a K loop, CUDA mma/wgmma/wmma/CUTLASS
-paths, ``cp.async`` and TMA."""
+paths, ``cp.async`` and TMA, low-precision dot operands."""
 
 from __future__ import annotations
 

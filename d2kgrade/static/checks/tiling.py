@@ -1,4 +1,5 @@
-"""Work decomposition checks: block sizes, grids, persistent loops, tile order, autotuning, pipelining depth."""
+"""Work-decomposition checks: whole rows in one block, persistent loops and SM-sized grids, grouped tile order,
+program-id axes, tile rank, work per program, program-bounded loops."""
 
 from __future__ import annotations
 

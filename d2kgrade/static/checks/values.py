@@ -1,5 +1,5 @@
-"""Value-flow checks: gathers, what gets stored (row statistics, several outputs), read-modify-write buffers,
-accumulators written out after a loop, and branches on loaded values."""
+"""Value-flow checks: gathers, distinct stores, values carried through a loop and stored after it, branches on
+loaded data, atomic tickets (the last program to arrive)."""
 
 from __future__ import annotations
 
