@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape as html_escape
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +48,15 @@ def test_episode_pages_show_the_records(paired: PairedRun):
     # evaluation: excluded baselines with why, the best one, the expert's H200 figures
     assert "out of tolerance: 3 of 32768 elements" in guided and "autotuning disabled" in guided
     assert ">best<" in guided and "benchmarks/references_h200.json (NVIDIA H200)" in guided
-    # grades: fused verdict, a disagreement, the judge's reasoning
-    assert "disagree" in guided and "line 14 names exp2-fold" in guided
+    # grades: the fused verdict with its agreement, the judge's reasoning, per property
+    grades = [json.loads(x) for x in (paired.run / "grades.jsonl").read_text().splitlines()]
+    fused = next(g for g in grades if g["item"] == "softmax.guided-all.s0" and g["rater"] == "combined"
+                 and g["kind"] == "code")
+    for p in fused["properties"]:
+        assert f'data-pid="{p["property_id"]}"' in guided and f">{p['details']['agreement']}<" in guided
+    judge = next(g for g in grades if g["item"] == "softmax.guided-all.s0" and g["rater"] == "llm"
+                 and g["kind"] == "code")
+    assert all(html_escape(p["details"]["samples"][0]["reasoning"]) in guided for p in judge["properties"])
     # ablations from RUN_DIR/ablations.jsonl
     assert 'class="ablations"' in guided and "load_bearing" in guided and "remove-" in guided
     silent = next(site.glob("e/*/layernorm.unguided.s0.html")).read_text()
