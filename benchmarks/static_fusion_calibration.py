@@ -53,15 +53,8 @@ def judge_counts(path: Path, suite: Suite) -> dict[str, Counts]:
             continue
         for g in row.get("properties", []):
             want, got = lab.get(g["property_id"]), g["verdict"]
-            if want is None or got == "unknown":
-                continue
-            c = out.setdefault(g["property_id"], Counts())
-            if want == "present":
-                c.tp += got == "present"
-                c.fn += got == "absent"
-            else:
-                c.tn += got == "absent"
-                c.fp += got == "present"
+            if want is not None:
+                out.setdefault(g["property_id"], Counts()).tally(want == "present", got)
     return out
 
 

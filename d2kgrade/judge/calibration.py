@@ -111,6 +111,17 @@ class Counts:
     tn: int = 0
     fp: int = 0
 
+    def tally(self, labelled_present: bool, verdict: str) -> None:
+        """Count one verdict (``present``/``absent``; ``unknown`` is no vote) against its label."""
+        if verdict == "unknown":
+            return
+        if labelled_present:
+            self.tp += verdict == "present"
+            self.fn += verdict == "absent"
+        else:
+            self.tn += verdict == "absent"
+            self.fp += verdict == "present"
+
     def add(self, other: Counts) -> None:
         self.tp += other.tp
         self.fn += other.fn

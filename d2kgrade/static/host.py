@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from d2kgrade.static.entry import Binding, callable_of, dotted, entry_def, partial_params
+from d2kgrade.static.inline import fresh_loops
 from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop
 
 if TYPE_CHECKING:
@@ -94,13 +95,7 @@ class HostInliner:
              self_param: str = "self") -> list[Expr]:
         """Copy ``src``'s statements into ``dst`` in source order, expanding host calls; returns ``src``'s
         return expressions (copied)."""
-        loop_map: dict[int, int] = {}
-        for lp in src.loops:
-            self.loop_ids[0] += 1
-            loop_map[lp.id] = self.loop_ids[0]
-
-        def loops_of(ids: tuple[int, ...]) -> tuple[int, ...]:
-            return ctx_loops + tuple(loop_map.get(i, i) for i in ids)
+        loop_map, loops_of = fresh_loops(src, self.loop_ids, ctx_loops)
 
         inlined: dict[int, Expr] = {}
         memo: dict[int, Expr] = {}

@@ -20,6 +20,7 @@ in ``order``/``end_order``, placing the helper's statements at its call site. He
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from d2kgrade.static.facts import Facts
@@ -49,6 +50,21 @@ def entry_kernels(facts: Facts) -> list[str]:
         if f.kind == "jit" and key not in out and f.name not in called:
             out.append(key)
     return out
+
+
+def fresh_loops(src: Function, counter: list[int], ctx_loops: tuple[int, ...]
+                ) -> tuple[dict[int, int], Callable[[tuple[int, ...]], tuple[int, ...]]]:
+    """New ids for the loops of a function copied into another (``counter`` holds the last id given), and a map
+    from a statement's loop ids in ``src`` to its loop ids in the copy, nested inside ``ctx_loops``."""
+    loop_map: dict[int, int] = {}
+    for lp in src.loops:
+        counter[0] += 1
+        loop_map[lp.id] = counter[0]
+
+    def loops_of(ids: tuple[int, ...]) -> tuple[int, ...]:
+        return ctx_loops + tuple(loop_map.get(i, i) for i in ids)
+
+    return loop_map, loops_of
 
 
 class Inliner:
@@ -95,13 +111,7 @@ class Inliner:
                 return 0.0
             return base + width * (min(max(line, lo), hi) - lo + 1) / span
 
-        loop_map: dict[int, int] = {}
-        for lp in src.loops:
-            self.loop_ids[0] += 1
-            loop_map[lp.id] = self.loop_ids[0]
-
-        def loops_of(ids: tuple[int, ...]) -> tuple[int, ...]:
-            return ctx_loops + tuple(loop_map.get(i, i) for i in ids)
+        loop_map, loops_of = fresh_loops(src, self.loop_ids, ctx_loops)
 
         # helper calls first: their return values replace the call expressions in what follows
         inlined: dict[int, Expr] = {}

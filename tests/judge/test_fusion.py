@@ -173,16 +173,7 @@ def _simulate(rng: random.Random, n_files: int, props: dict[str, float], judge_e
 def _counts(rows, side: int) -> dict[str, Counts]:
     out: dict[str, Counts] = {}
     for r in rows:
-        pid, truth, verdict = r[0], r[1], r[side]
-        if verdict == "unknown":
-            continue
-        c = out.setdefault(pid, Counts())
-        if truth:
-            c.tp += verdict == "present"
-            c.fn += verdict == "absent"
-        else:
-            c.tn += verdict == "absent"
-            c.fp += verdict == "present"
+        out.setdefault(r[0], Counts()).tally(r[1], r[side])
     return out
 
 
