@@ -17,24 +17,17 @@ from d2kgrade.cli._common import console, err_console, open_suite, print_json
 from d2kgrade.errors import UserError
 from d2kgrade.schema import Rubric, Task
 
-CODE_SUFFIXES = (".py", ".cu", ".cuh")  # as the static judge's directory expansion
 _MARK = {"present": "[green]present[/green]", "absent": "[red]absent[/red]", "unknown": "[yellow]unknown[/yellow]"}
 
 
 def expand_files(files: list[Path]) -> list[Path]:
-    """Files as given; a directory stands for its kernel files (``.py``, ``.cu``...), sorted."""
-    out: list[Path] = []
-    for f in files:
-        if f.is_dir():
-            found = sorted(p for p in f.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file())
-            if not found:
-                raise UserError(f"{f}: no kernel files ({', '.join(CODE_SUFFIXES)}) in this directory")
-            out += found
-        elif not f.exists():
-            raise UserError(f"{f}: no such file or directory")
-        else:
-            out.append(f)
-    return out
+    """Files as given; a directory stands for its kernel files (``.py``, ``.cu``, ``.cuh``), sorted, without the
+    helper modules of a multi-file submission (graded through the file that imports them), as the static judge."""
+    if not files:
+        return []
+    from d2kgrade.static.grade import collect_files
+
+    return collect_files(files)
 
 
 def _verdict(side: dict[str, Any] | None) -> str:
