@@ -338,3 +338,25 @@ def test_task_specific_checks_are_found_by_task_id(repo_root):
             assert mod.endswith(f".tasks.{next(iter(tasks))}"), (entry["check"], mod)
         elif ".tasks." in mod:  # a task module's check that another task uses must be shared
             raise AssertionError(f"{entry['check']} ({mod}) is used by {sorted(tasks)}")
+
+
+def test_a_load_used_only_as_a_mask_does_not_spoil_fp32_accumulation():
+    """Issue 16: ``keep = tl.load(flags)`` that only selects values (a ``tl.where`` condition, a comparison) is not
+    a value reaching the sum; the 16-bit loads that do are upcast."""
+    src = HEAD + """
+@triton.jit
+def k(x_ptr, f_ptr, y_ptr, N, B: tl.constexpr):
+    c = tl.arange(0, B)
+    keep = tl.load(f_ptr + c, mask=c < N, other=0)
+    x = tl.load(x_ptr + c, mask=c < N, other=0.0).to(tl.float32)
+    h = tl.where(keep != 0, x, 0.0)
+    tl.store(y_ptr, tl.sum(h * h, axis=0))
+
+def kernel(x, f):
+    y = torch.empty(1, device=x.device)
+    k[(1,)](x, f, y, x.numel(), B=1024)
+    return y
+"""
+    assert run("reduction_in_fp32", src, name=["tl.sum"]).passed is True
+    raw = src.replace("other=0.0).to(tl.float32)", "other=0.0)")
+    assert run("reduction_in_fp32", raw, name=["tl.sum"]).passed is False

@@ -83,7 +83,11 @@ def _loads_cast(fl: Flow, e: Expr, fn: Function, dtype: str, seen: set[int], dep
             seen.add(id(a))
             verdicts.append(_loads_cast(fl, a.value, fn, dtype, seen, depth + 1))
         return None if all(v is None for v in verdicts) else all(v is not False for v in verdicts)
+    if e.kind == "cmp":
+        return None  # a comparison's operands (a load used only to build a mask) are not summed values
     kids = list(e.args) + list((e.kwargs or {}).values()) + ([e.recv] if e.recv is not None else [])
+    if e.kind == "call" and e.op == "tl.where" and len(e.args) == 3:
+        kids = [e.args[1], e.args[2]]  # the condition selects; only the two arms are values
     verdicts = [_loads_cast(fl, k, fn, dtype, seen, depth + 1) for k in kids]
     return None if all(v is None for v in verdicts) else all(v is not False for v in verdicts)
 
