@@ -360,3 +360,34 @@ def kernel(x, f):
     assert run("reduction_in_fp32", src, name=["tl.sum"]).passed is True
     raw = src.replace("other=0.0).to(tl.float32)", "other=0.0)")
     assert run("reduction_in_fp32", raw, name=["tl.sum"]).passed is False
+
+
+def test_a_reciprocal_of_a_sum_reduced_in_an_earlier_kernel():
+    """Issue 16: the stats kernel stores the row sum, the normalising kernel loads it and inverts it once."""
+    src = HEAD + """
+@triton.jit
+def _stats(x_ptr, s_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * N + c, mask=c < N, other=0.0).to(tl.float32)
+    tl.store(s_ptr + row, tl.sum(tl.exp(x), axis=0))
+
+@triton.jit
+def _norm(x_ptr, s_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * N + c, mask=c < N, other=0.0).to(tl.float32)
+    inv = 1.0 / tl.load(s_ptr + row)
+    tl.store(y_ptr + row * N + c, tl.exp(x) * inv, mask=c < N)
+
+def kernel(x):
+    M, N = x.shape
+    s = torch.empty(M, device=x.device, dtype=torch.float32)
+    y = torch.empty_like(x)
+    _stats[(M,)](x, s, N, BLOCK=1024)
+    _norm[(M,)](x, s, y, N, BLOCK=1024)
+    return y
+"""
+    assert run("reciprocal_multiply", src).passed is True
+    unreduced = src.replace("tl.sum(tl.exp(x), axis=0)", "1.0")
+    assert run("reciprocal_multiply", unreduced).passed is False

@@ -45,3 +45,22 @@ def rescale(fl: Flow, fn: Function, a: Assign, s: str, m: str, loop) -> Expr | N
                         fl.refs(arg, sf, m, fn, senv, within=loop) for arg in sub.args):
                     return node
     return None
+
+
+def reduced_value(fl: Flow, e: Expr, fn: Function) -> Expr | None:
+    """The reduction ``e`` is derived from: in this kernel (:meth:`Flow.reduction_derived`), or in an earlier
+    kernel that stored a reduced value to the buffer this kernel loads ``e`` from (a row sum reduced by a stats
+    kernel, then inverted by the normalising kernel)."""
+    red = fl.reduction_derived(e, fn)
+    if red is not None:
+        return red
+    for n, f, _ in fl.walk(e, fn, depth=4):
+        if f is not fn or n.kind != "call" or n.op not in ("tl.load", "load"):
+            continue
+        ptr = n.kw("pointer", 0)
+        for p in fl.bases(ptr, fn) if ptr is not None else set():
+            for k, st in fl.producers(fn, p):
+                v = fl.stored_value(st)
+                if v is not None and fl.reduction_derived(v, k) is not None:
+                    return n
+    return None

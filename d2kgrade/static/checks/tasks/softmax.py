@@ -11,6 +11,7 @@ from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Assign, Expr
 from d2kgrade.static.patterns.liveness import evaluated_sites, load_taint
 from d2kgrade.static.patterns.names import DIVISIONS
+from d2kgrade.static.patterns.reductions import reduced_value
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 RECIPROCALS = {"__frcp_rn", "__frcp_rz", "tl.math.rcp", "libdevice.rcp_rn", "__hrcp", "hrcp", "__fdividef_rcp"}
@@ -19,7 +20,8 @@ RECIPROCALS = {"__frcp_rn", "__frcp_rz", "tl.math.rcp", "libdevice.rcp_rn", "__h
 @check("reciprocal_multiply")
 def reciprocal_multiply(facts: Facts, lang: str, *, any_numerator: bool = False) -> CheckResult:
     """A reciprocal of a reduced value is computed once (``inv = 1.0 / s``, ``__frcp_rn(s)``; with
-    ``any_numerator`` any constant over it, ``QMAX / amax``) and then multiplies element-wise values."""
+    ``any_numerator`` any constant over it, ``QMAX / amax``) and then multiplies element-wise values. The sum may
+    have been reduced by an earlier kernel that stored it (a split row's stats kernel)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         taint = load_taint(fl, fn)
@@ -35,7 +37,7 @@ def reciprocal_multiply(facts: Facts, lang: str, *, any_numerator: bool = False)
                     den = n.args[1]
                 elif n.kind == "call" and n.op in RECIPROCALS and n.args:
                     den = n.args[0]
-                if den is not None and fl.reduction_derived(den, fn) is not None:
+                if den is not None and reduced_value(fl, den, fn) is not None:
                     recips.append((a, n))
         for a, n in recips:
             names = set(a.targets)
