@@ -112,9 +112,11 @@ def format_benchmark(result: EvalResult, *, header: str, limit: int) -> str:
 def format_sanitize(out: dict[str, Any], *, rel: str, version: int) -> str:
     """A ``runner.sanitize.sanitize`` answer: the first line says available or not and how many errors."""
     if not out.get("available"):
-        return f"sanitize unavailable: {out.get('reason') or 'no reason given'}"
+        reason = str(out.get("reason") or "no reason given").removeprefix("not available: ")
+        return f"sanitize unavailable: {reason}"
     n = int(out.get("errors") or 0)
-    head = (f"sanitize {out.get('tool')} {rel} (kernel version {version}): "
-            + (f"{n} error(s) found" if n else "no errors found"))
+    found = ("no error count in its output (read the report)" if n < 0 else
+             f"{n} error(s) found" if n else "no errors found")
+    head = f"sanitize {out.get('tool')} {rel} (kernel version {version}): {found}"
     report = str(out.get("report") or "").strip()
     return head + (f"\n{report}" if report else "")

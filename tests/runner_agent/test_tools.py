@@ -149,3 +149,11 @@ def test_sanitize_unavailable_says_why(box: ToolBox, monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "runner.sanitize", types.SimpleNamespace(sanitize=lambda *a, **k: {"x": 1}))
     broken = box.run("sanitize", {}, turn=3)
     assert not broken.ok and "failed on its side" in broken.text
+
+
+def test_sanitize_on_cpu_through_the_real_sanitizer(box: ToolBox):
+    """runner.sanitize's own CPU answer, unpatched: unavailable, and why."""
+    box.run("write_file", {"path": "kernel.py", "content": "def kernel(x): return x\n"}, turn=1)
+    out = box.run("sanitize", {"tool": "memcheck"}, turn=2)
+    assert not out.ok and out.text.startswith("sanitize unavailable: ") and "CUDA GPU" in out.text
+    assert "not available: not available" not in out.text
