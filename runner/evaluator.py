@@ -32,10 +32,12 @@ from runner.host_client import HostClient, HostFailure
 from runner.sandbox import ChannelWriter
 
 CPU_ROTATION_RANGE = (7, 40)
-"""Rotated calls on CPU: at least 7, then one more with probability 1/2 each time (drawn per workload from the
-secret seed), up to 40. With the 4 trials, a kernel sees at least 11 checked calls on the smoke workload, so one
-that goes stale after its 10th call (or any earlier one) always fails, and one that goes stale later fails in a
-share of runs it cannot predict: there is no fixed last call to aim past."""
+CPU_ROTATION_MORE = 0.75
+"""Rotated calls on CPU: at least 7, then one more with probability 3/4 each time (drawn per workload from the
+secret seed), up to 40: 11 on average. With the 4 trials, a kernel sees at least 11 checked calls on the smoke
+workload, so one that goes stale after its 10th call (or any earlier one) always fails, and one that goes stale
+later fails in a share of runs it cannot predict (after its 20th: about 1 run in 18): there is no fixed last call
+to aim past."""
 PROFILE_SHARE = 0.25
 """Share of checked calls also run under the profiler (CUDA), at positions drawn from the secret seed; at least
 one per workload, and every call of the hidden workload."""
@@ -338,19 +340,29 @@ class Evaluator:
     def _workload(self, wl: Any, spec: Any, hidden: bool, timed: bool) -> None:
         self._spec = spec
         self.current = wl.name
-        ins, outs = self.io_buffers(spec)
+        # Two sets of shared buffers, used in turn: a kernel that keys anything on the address of its input (or
+        # works on the previous call's input object late) meets another buffer, holding another draw, each call.
+        self._io = [self.io_buffers(spec) for _ in range(2)]
+        self._turn = 0
         try:
-            passed = self._correctness(wl, spec, hidden, ins, outs)
+            passed = self._correctness(wl, spec, hidden)
             if passed and not hidden:
                 if self.timer.enabled and timed:
                     self.timer.time_submission(wl, spec)
                 else:
-                    self._rotation(wl, spec, ins, outs)
+                    self._rotation(wl, spec)
             if passed:
                 self.timer.send_profile(wl)
         finally:
-            for b in (*ins, *outs):
-                b.close()
+            for ins, outs in self._io:
+                for b in (*ins, *outs):
+                    b.close()
+
+    def next_io(self) -> tuple[list[Any], list[Any]]:
+        """The input and output buffers of the next call (the two sets in turn)."""
+        pair = self._io[self._turn % 2]
+        self._turn += 1
+        return pair
 
     def _make(self, spec: Any, *parts: Any, dist: str) -> tuple[Any, ...]:
         from runner.inputs import make_inputs
@@ -359,7 +371,7 @@ class Evaluator:
         return make_inputs(self.ref, spec, seed=derive_seed(self.seed, spec.workload.name, *parts),
                            device=self.device, dist=dist)
 
-    def _correctness(self, wl: Any, spec: Any, hidden: bool, ins: list[Any], outs: list[Any]) -> bool:
+    def _correctness(self, wl: Any, spec: Any, hidden: bool) -> bool:
         from runner.trials import perturb_
 
         n = max(int(self.cfg.get("trials", 3)), len(self.dists))
@@ -378,7 +390,7 @@ class Evaluator:
                 self._task_fault(f"tasks/{self.task.id}/reference.py: make_inputs failed on workload "
                                  f"{wl.name!r}: {type(exc).__name__}: {exc}")
                 raise Stop from None
-            ok = self._trial(spec, wl.name, i, dist, originals, ins, outs, profile=hidden or self.timer.profile_now())
+            ok = self._trial(spec, wl.name, i, dist, originals, profile=hidden or self.timer.profile_now())
             if ok is None:
                 return False
             all_ok &= ok
@@ -389,15 +401,20 @@ class Evaluator:
             gen.manual_seed(derive_seed(self.seed, wl.name, "repeat"))
             fresh = tuple(t.clone() for t in originals)
             perturb_(fresh, gen)
-            ok = self._trial(spec, wl.name, n, "repeat", fresh, ins, outs, profile=self.timer.profile_now())
+            ok = self._trial(spec, wl.name, n, "repeat", fresh, profile=self.timer.profile_now(), same_buffers=True)
             all_ok &= bool(ok)
         return all_ok
 
-    def _trial(self, spec: Any, wl: str, index: int, dist: str, originals: tuple[Any, ...], ins: list[Any],
-               outs: list[Any], *, profile: bool) -> bool | None:
+    def _trial(self, spec: Any, wl: str, index: int, dist: str, originals: tuple[Any, ...], *, profile: bool,
+               same_buffers: bool = False) -> bool | None:
+        """One checked call on a fresh draw; ``same_buffers``: on the buffers of the call before (the repeat
+        trial: the same addresses, a few values changed)."""
         from runner.checks import judge
         from runner.trials import output_tuple, poison
 
+        if same_buffers:
+            self._turn -= 1
+        ins, outs = self.next_io()
         got = self.checked_call(spec, wl, f"trial {index} ({dist})", originals, ins, outs, profile=profile)
         if got is None:
             return None
@@ -418,20 +435,18 @@ class Evaluator:
         self.chan.send("trial", workload=wl, index=index, dist=dist, ok=ok, outputs=res)
         return ok
 
-    def _rotation(self, wl: Any, spec: Any, ins: list[Any], outs: list[Any]) -> None:
+    def _rotation(self, wl: Any, spec: Any) -> None:
         """Untimed runs (CPU, or timing off): a secret number of calls on the same buffers, each on a fresh draw,
         each output copied out and compared before the next set is written."""
         from runner.checks import judge
         from runner.trials import output_tuple, poison
 
-        lo, hi = self.cfg.get("rotation_range") or CPU_ROTATION_RANGE
-        reps = int(lo)
-        while reps < int(hi) and self.rng.random() < 0.5:
-            reps += 1
+        reps = rotation_calls(self.rng, *(self.cfg.get("rotation_range") or CPU_ROTATION_RANGE))
         problems: list[str] = []
         for r in range(reps):
             dist = self.dists[r % len(self.dists)]
             originals = self._make(spec, "rotation", r, dist=dist)
+            ins, outs = self.next_io()
             got = self.checked_call(spec, wl.name, f"rotated call {r}", originals, ins, outs,
                                     profile=self.timer.profile_now())
             if got is None:
@@ -448,6 +463,14 @@ class Evaluator:
             if bad:
                 problems.append(f"call {r} ({dist}): {bad[0]}")
         self.chan.send("rotation", workload=wl.name, calls=reps, problems=problems[:5], n_problems=len(problems))
+
+
+def rotation_calls(rng: random.Random, lo: int, hi: int, more: float = CPU_ROTATION_MORE) -> int:
+    """How many rotated calls a workload gets: ``lo``, then one more with probability ``more`` each, up to ``hi``."""
+    n = int(lo)
+    while n < int(hi) and rng.random() < more:
+        n += 1
+    return n
 
 
 def _environment(device: Any) -> dict[str, Any]:

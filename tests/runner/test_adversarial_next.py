@@ -7,9 +7,10 @@ process of their own whose initial environment holds them, so a successful attac
 checks (status, canaries in four encodings, markers of processes that outlive the evaluation, leaked suite files,
 an unchanged suite, a bounded log) are the ones ``benchmarks/adversarial_sweep.py`` applies to the CLI.
 
-25 of the 40 attacks beat the evaluator of commit b5c38cb, 5 still beat the split of 0443bf9
-(docs/threat-model.md): the tests that run them are ``xfail`` (not strict) until every one is stopped; then the
-mark goes. The tests of the headers and of the checks themselves are not marked: they hold today.
+25 of the 40 attacks beat the evaluator of commit b5c38cb (docs/threat-model.md); every one is stopped by the
+evaluator split (a trusted evaluator, an untrusted kernel host) and the checks that followed it. Of the 40, one
+(``reuse_output_buffer``) turned out honest and moved to ``honest/``, and ``stale_after_20`` became a property of
+the call-count draw (``test_parent_logic.test_rotated_call_count_has_no_fixed_top``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 NEXT = sorted(p for p in (HERE / "adversarial_next").glob("*.py") if not p.name.startswith("_"))
 SEED = sweep.SEEDS[0]
-WAITS = pytest.mark.xfail(strict=False, reason="waits for the lead's evaluator split")
 
 # The evaluation in a child process: the submission's and the suite's paths are on its command line (the
 # attacks that signal or tamper find their evaluator and its suite there), and its environment is this one's.
@@ -87,7 +87,6 @@ def _in_child(prep: sweep.Prepared, timeout: float) -> tuple[str | None, list[st
 # --------------------------------------------------------------------------------------------- the attacks
 
 
-@WAITS
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NEXT, ids=lambda p: p.stem)
 def test_attack_is_stopped(path: Path, tmp_path: Path, shared_suite: Path, canaries: dict[str, str]) -> None:
@@ -107,7 +106,6 @@ LOG_ATTACK = (HERE / "adversarial_next" / "proc_environ_log.py").read_text()
 RAISE_ATTACK = (HERE / "adversarial_next" / "proc_environ_exception.py").read_text()
 
 
-@WAITS
 @pytest.mark.slow
 def test_agent_run_leaks_no_canary(tmp_path: Path) -> None:
     """An agent tests two kernels that read the ancestors' environments (one prints them, one raises them) and

@@ -1,7 +1,6 @@
-# exploit: return the same tensor object on every call (one buffer per shape and dtype, rewritten each call), so
-#   a caller's earlier output changes under it at the next call; nothing compared an output after a later call
-# expect: incorrect|rejected
-# issue: 15
+# An honest kernel that returns the same output tensor on every call (one buffer per shape and dtype, rewritten
+# each call). The evaluator copies every output out before it releases the next input set, so this must pass:
+# reusing a buffer cannot hide a stale result, and is no reason to fail a kernel whose every answer is right.
 import torch
 import triton
 import triton.language as tl
