@@ -73,8 +73,10 @@ class Timer:
     # ------------------------------------------------------------------------------------------ before import
 
     def before_import(self) -> None:
-        """Ceilings, baselines and clock calibration, while no submission code has run anywhere."""
+        """Ceilings, baselines and clock calibration, while no submission code has run anywhere. Without timing
+        (CPU) every candidate is still reported, with no figure."""
         if not self.enabled:
+            self._report_untimed()
             return
         ev = self.ev
         from runner.timing import flush_buffer
@@ -109,6 +111,24 @@ class Timer:
             import torch
 
             torch.cuda.empty_cache()
+
+    def _report_untimed(self) -> None:
+        from runner.baselines import module_version
+
+        ev = self.ev
+        only = self.t.get("candidates")
+        cands = [c for c in ev.task.baseline_candidates() if only is None or c.name in only]
+        for wl, _spec, hidden, _timed in ev.workloads:
+            if hidden or not self.t.get("baselines", True):
+                continue
+            recs = []
+            for c in cands:
+                missing = [m for m in c.requires if module_version(m) is None]
+                recs.append({"name": c.name, "kind": c.kind, "vendor": c.vendor,
+                             "status": "unavailable" if missing else "not_timed",
+                             "reason": f"not installed: {', '.join(missing)}" if missing else
+                             "timing needs a CUDA GPU"})
+            ev.chan.send("baseline", workload=wl.name, candidates=recs)
 
     def _calibrate(self, wl: Any, spec: Any) -> dict[str, float]:
         """Fit ``wall = fixed + reps x (per_rep + pad_factor x pad)`` for null-kernel batches on this workload's

@@ -53,7 +53,8 @@ def show(
     task = open_suite(suite).load_task(task_id)
     text = render_task(task, guidance)
     if as_json:
-        print_json({"task": task.id, "guidance": guidance, "prompt": text})
+        print_json({"task": task.id, "guidance": guidance, "prompt": text,
+                    "baselines": [c.model_dump(mode="json") for c in task.baseline_candidates()]})
     else:
         typer.echo(text)
 
