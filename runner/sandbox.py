@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from d2kgrade.io import pid_alive, private_tempdir
+
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,10 +290,9 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
             log.warning("spawning evaluation workers instead of forking them: %s", exc)
             mode = "spawn"
     key = secrets.token_bytes(32)
-    workdir = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
+    workdir = private_tempdir("eval")
     uid = containment.pick_uid() if containment.is_root() else None
-    host_dir = Path(tempfile.mkdtemp(prefix="d2k-host-", dir=_host_tmp_root()))
-    (host_dir / ".leader").write_text(str(os.getpid()))
+    host_dir = _host_dir()
     sandbox_note = f"kernel host as uid {uid}" if uid else containment.protect_self()
     if uid:
         for folder in [host_dir, *map(Path, spec.host_write)]:
@@ -370,9 +371,11 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     return out
 
 
-def _host_tmp_root() -> str:
-    """Where kernel-host temp folders go: a folder every uid can enter (the caller's TMPDIR may be private)."""
-    return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+def _host_dir() -> Path:
+    """The kernel host's temp folder, ``/tmp/d2k-host-<our pid>-*``: in a folder every uid can enter (the caller's
+    TMPDIR may be private), named so a later start can tell its creator died (:func:`sweep_stale`)."""
+    root = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+    return Path(tempfile.mkdtemp(prefix=f"d2k-host-{os.getpid()}-", dir=root))
 
 
 def _end_group(pgid: int | None) -> None:
@@ -397,21 +400,13 @@ def _end_group(pgid: int | None) -> None:
 
 
 def sweep_stale() -> int:
-    """Remove kernel-host temp folders whose evaluation is gone (a caller killed with ``kill -9``); returns how
-    many. A folder names its caller's pid in ``.leader``."""
+    """Remove kernel-host temp folders whose creator is gone (a caller killed with ``kill -9``: they belong to
+    another uid, so the run store's own sweep leaves them); returns how many."""
     removed = 0
-    root = Path(_host_tmp_root())
+    root = Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
     for folder in root.glob("d2k-host-*"):
-        try:
-            pid = int((folder / ".leader").read_text())
-        except (OSError, ValueError):
-            pid = -1
-        if pid > 0 and Path(f"/proc/{pid}").exists():
-            continue
-        try:
-            if time.time() - folder.stat().st_mtime < 60 and pid < 0:
-                continue  # being created right now
-        except OSError:
+        parts = folder.name.split("-")
+        if len(parts) < 4 or not parts[2].isdigit() or pid_alive(int(parts[2])):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed += 1
