@@ -223,3 +223,29 @@ def test_the_evaluators_clock_catches_a_host_that_under_reports() -> None:
     assert smoke.evaluator_ms is not None and "timing.untrusted" not in {f.code for f in honest.flags}
     forged = run(path, forge_events=0.1, **kw)
     assert forged.status == "rejected" and "timing.untrusted" in {f.code for f in forged.flags}, forged.message
+
+
+def test_an_exception_at_import_is_a_compile_error(tmp_path: Path) -> None:
+    bad = tmp_path / "raises_at_import.py"
+    bad.write_text("import torch\n\nraise ValueError('boom at import')\n\ndef kernel(x):\n    return x\n")
+    r = run(bad, hidden=False)
+    assert r.status == "compile_error" and "boom at import" in r.message, r.message
+
+
+@pytest.mark.parametrize(("mutation", "says"), [
+    ("\nraise RuntimeError('reference.py is broken')\n", "reference.py: failed to import"),
+    ("\n_orig = make_inputs\ndef make_inputs(*a, **k):\n    return _orig(*a, **k) * 2\n", "make_inputs"),
+])
+def test_a_task_fault_is_never_blamed_on_the_submission(tmp_path: Path, mutation: str, says: str) -> None:
+    import shutil
+
+    root = HERE.parent.parent
+    suite = tmp_path / "suite"
+    for part in ("tasks/softmax", "references/softmax"):
+        shutil.copytree(root / part, suite / part)
+    ref = suite / "tasks" / "softmax" / "reference.py"
+    ref.write_text(ref.read_text() + mutation)
+    with pytest.raises(UserError, match=says) as info:
+        run_evaluation("softmax", HONEST[0], suite_root=suite, device="cpu", seed=SEED, hidden=False,
+                       options=EvalOptions())
+    assert "not of the submission" in str(info.value)
