@@ -66,6 +66,28 @@ def summarize(r: Any) -> dict[str, Any]:
             "flags": [f.code for f in r.flags], "import_s": r.import_s, "workloads": wls}
 
 
+def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per workload, the spread of the medians over repeated evaluations ((max - min) / min, %), for the kernel
+    and for every candidate: a speedup is a ratio of both."""
+    out: dict[str, Any] = {}
+    names = {w["name"] for r in runs for w in r.get("workloads", []) if w.get("median_ms")}
+    for name in sorted(names):
+        series: dict[str, list[float]] = {}
+        for r in runs:
+            for w in r.get("workloads", []):
+                if w["name"] != name:
+                    continue
+                if w.get("median_ms"):
+                    series.setdefault("kernel", []).append(w["median_ms"])
+                for b in w.get("baselines", []):
+                    if b.get("median_ms"):
+                        series.setdefault(b["name"], []).append(b["median_ms"])
+        pct = {k: 100 * (max(v) - min(v)) / min(v) for k, v in series.items() if len(v) > 1}
+        if pct:
+            out[name] = {"spread_pct": max(pct.values()), "by": pct, "runs": len(runs)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", nargs="+", required=True)
@@ -105,6 +127,8 @@ def main() -> None:
             s["nvml_before"], s["nvml_after"] = before, _nvml()
             runs.append(s)
             doc["tasks"][task] = runs
+            if len(runs) > 1:
+                doc.setdefault("spread", {})[task] = spread(runs)
             args.out.write_text(json.dumps(doc, indent=1))
             print(f"{task} #{i}: {s['status']} {s['elapsed_s']:.1f}s", flush=True)
 

@@ -73,7 +73,8 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         "vendor_workloads": len(vend),
         "best_baseline_by_workload": {f"{t}:{w}": {"best": r["best_baseline"], "source": r["source"]}
                                       for (t, w), r in sorted(rows.items())},
-        "ablation_tasks": sorted((ablation or {}).get("tasks", {})) if ablation else [],
+        "ablation_tasks": sorted({t if isinstance(t, str) else t.get("task") for t in (ablation or {}).get("tasks", {})})
+        if ablation else [],
         "full_run_s": full.get("total_wall_s"),
         "full_run_source": "references_h200.json (the evaluator before the split; the split's full run is not "
                            "measured yet)" if full else None,
@@ -83,7 +84,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         "missing": [],
     }
     if repeat:
-        spreads = {t: max(v["spread_pct"] for v in r.values()) for t, r in repeat.get("spread", {}).items()}
+        spreads = {t: max(v["spread_pct"] for v in r.values()) for t, r in repeat.get("spread", {}).items() if r}
         out["timing_spread_max_pct"], out["timing_spread_tasks"] = (max(spreads.values()), sorted(spreads)) \
             if spreads else (None, [])
     elif full.get("noise"):
