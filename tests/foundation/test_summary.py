@@ -37,3 +37,18 @@ def test_a_missing_source_is_missing_not_guessed(tmp_path: Path) -> None:
     s = _summary().summarize(tmp_path)
     assert s["workloads"] == 0 and s["geomean_roofline_fraction"] is None and s["full_run_s"] is None
     assert "full_run_s" in s["missing"] and s["gpu_tests"] is None
+
+
+def test_bench_round_spread_covers_the_kernel_and_every_candidate() -> None:
+    spec = importlib.util.spec_from_file_location("d2k_bench_round", ROOT / "benchmarks" / "bench_round.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+
+    def run(k: float, eager: float) -> dict:
+        return {"workloads": [{"name": "w", "median_ms": k, "baselines": [{"name": "eager", "median_ms": eager},
+                                                                         {"name": "x", "median_ms": None}]}]}
+
+    out = mod.spread([run(1.00, 2.0), run(1.01, 2.1), run(0.99, 2.0)])
+    assert out["w"]["by"]["kernel"] == 100 * (1.01 - 0.99) / 0.99
+    assert abs(out["w"]["by"]["eager"] - 5.0) < 1e-9 and out["w"]["spread_pct"] == out["w"]["by"]["eager"]
+    assert "x" not in out["w"]["by"] and out["w"]["runs"] == 3
