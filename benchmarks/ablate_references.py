@@ -33,10 +33,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator  # noqa: E402
-from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, read_records  # noqa: E402
-from d2kgrade.io import write_json  # noqa: E402
-from d2kgrade.suite import Suite  # noqa: E402
+from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator
+from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, read_records
+from d2kgrade.io import write_json
+from d2kgrade.suite import Suite
 
 TIMING_OPTIONS = {"target_s": 0.3, "trials": 1}
 """Timed rounds: the variants already passed the full correctness pass, so one trial per workload, and 0.3 s of

@@ -193,7 +193,7 @@ class _Ablation:
         orig = self._eval(self.s.path, hidden=True, timing=False)
         self.env_device = orig.environment.device
         if not orig.correct:
-            for pid, (p, v, _path) in self.variants.items():
+            for p, v, _path in self.variants.values():
                 self._record(p, present=True, status="untimed", transform=v.transform,
                              message=f"the original itself fails ({_failure(orig)}); variant not evaluated: "
                                      + v.summary())
@@ -258,7 +258,7 @@ class _Ablation:
                          workloads=wl, gpu=gpu, rounds=self.cfg.rounds, message=v.summary())
 
     def untimed(self) -> None:
-        for pid, (p, v, _path) in self.variants.items():
+        for p, v, _path in self.variants.values():
             self._record(p, present=True, status="untimed", transform=v.transform,
                          message=f"passes the evaluator on {self.env_device}; timing needs cuda. {v.summary()}")
 
@@ -292,12 +292,11 @@ def ablate_kernel(subject: Subject, suite: Suite, config: AblateConfig, *, prope
 
             ab.seed = secrets.randbits(62)
         ab.plan(props)
-        if ab.variants:
-            if ab.check() and ab.variants:
-                if ab.env_device == "cuda" and config.rounds >= 2:
-                    ab.time()
-                else:
-                    ab.untimed()
+        if ab.variants and ab.check() and ab.variants:
+            if ab.env_device == "cuda" and config.rounds >= 2:
+                ab.time()
+            else:
+                ab.untimed()
         return [ab.records[p.id] for p in props if p.id in ab.records]
 
 

@@ -174,5 +174,14 @@ def load_run_ablations(run_dir: Path) -> list[AblationRecord]:
     return read_records(Path(run_dir) / ABLATIONS_FILE)
 
 
-__all__ = ["ABLATIONS_FILE", "ABLATION_STATUSES", "AblationRecord", "AblationStatus", "REFERENCE_PREFIX",
-           "WorkloadAblation", "append_record", "load_run_ablations", "read_records"]
+__all__ = [
+    "ABLATIONS_FILE",
+    "ABLATION_STATUSES",
+    "REFERENCE_PREFIX",
+    "AblationRecord",
+    "AblationStatus",
+    "WorkloadAblation",
+    "append_record",
+    "load_run_ablations",
+    "read_records",
+]

@@ -70,7 +70,7 @@ def ratio_of_medians(num: Series, den: Series, *, resamples: int = 2000, seed: i
 
     def interval(point: float, samples: list[float]) -> Ratio:
         s = sorted(samples)
-        return Ratio(point, s[int(lo_q * (len(s) - 1))], s[int(math.ceil(hi_q * (len(s) - 1)))])
+        return Ratio(point, s[int(lo_q * (len(s) - 1))], s[math.ceil(hi_q * (len(s) - 1))])
 
     points = {w: _ratio(num[w], den[w], idx) for w, idx in work.items()}
     overall = math.exp(sum(math.log(v) for v in points.values()) / len(points))

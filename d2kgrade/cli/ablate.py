@@ -6,21 +6,25 @@ The work is :mod:`d2kgrade.ablate.driver`; the evaluator (torch, triton) is impo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from d2kgrade.cli._common import JsonOption, SuiteOption, console, err_console, open_suite, print_json, print_table
 from d2kgrade.errors import UserError
 
+if TYPE_CHECKING:
+    from d2kgrade.ablate.results import AblationRecord
 
-def _fmt(r: object) -> tuple[str, str, str]:
+
+def _fmt(r: AblationRecord) -> tuple[str, str, str]:
     sd, lo, hi, noise = (getattr(r, k) for k in ("slowdown", "ci_low", "ci_high", "noise_pct"))
-    slow = "-" if sd is None else f"{sd:.3f}x" + ("*" if getattr(r, "estimated_from_reference") else "")
+    slow = "-" if sd is None else f"{sd:.3f}x" + ("*" if r.estimated_from_reference else "")
     ci = "-" if lo is None else f"[{lo:.3f}, {hi:.3f}]"
     return slow, ci, "-" if noise is None else f"{noise:.2f}%"
 
 
-def _render(records: list, title: str) -> None:
+def _render(records: list[AblationRecord], title: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 

@@ -25,7 +25,7 @@ def test_the_benchmark_writes_jsonl_and_json_and_resumes(tmp_path: Path) -> None
     assert len(fake.calls) == calls and again["records"] == data["records"]
 
 
-def test_no_gpu_is_refused(capsys) -> None:  # noqa: ANN001
+def test_no_gpu_is_refused(capsys) -> None:
     from tests.conftest import HAS_GPU
 
     if HAS_GPU:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from d2kgrade.ablate.results import (ABLATIONS_FILE, AblationRecord, WorkloadAblation, append_record,
-                                     load_run_ablations)
+from d2kgrade.ablate.results import ABLATIONS_FILE, AblationRecord, WorkloadAblation, append_record, load_run_ablations
 from d2kgrade.errors import UserError
 
 

@@ -17,8 +17,15 @@ from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, ContextAwareTransformer, SkipFile, SkipReason, TransformFailure, \
-    TransformSkip, TransformSuccess
+from libcst.codemod import (
+    CodemodContext,
+    ContextAwareTransformer,
+    SkipFile,
+    SkipReason,
+    TransformFailure,
+    TransformSkip,
+    TransformSuccess,
+)
 from libcst.metadata import PositionProvider
 
 from d2kgrade.errors import UserError
@@ -26,7 +33,7 @@ from d2kgrade.errors import UserError
 _EMPTY = cst.Module(body=[])
 
 
-class NotApplicable(Exception):  # noqa: N818 - an outcome, like SkipFile
+class NotApplicable(Exception):
     """The transform found nothing to change in this file (the message says what it looked for)."""
 
 
@@ -210,7 +217,7 @@ def parse_expr(text: str, what: str) -> cst.BaseExpression:
 
 def literal(value: Any) -> cst.BaseExpression:
     """A libcst expression for a YAML scalar (int, float, bool, str, None)."""
-    if isinstance(value, (bool, type(None))) or isinstance(value, (int, float, str)):
+    if isinstance(value, (bool, type(None), int, float, str)):
         return cst.parse_expression(repr(value))
     raise ValueError(f"value {value!r} must be a number, a string, a bool or null")
 

@@ -13,6 +13,7 @@ from libcst.codemod import CodemodContext
 from d2kgrade.ablate.registry import transform
 from d2kgrade.ablate.transforms._base import Ablation, const_value, dotted, without_args
 
+
 def _op_of(call: cst.Call) -> str | None:
     """``load`` for ``tl.load`` and descriptor ``.load``, ``store`` likewise, else None."""
     name = dotted(call.func) or ""

@@ -10,8 +10,7 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext
 
 from d2kgrade.ablate.registry import transform
-from d2kgrade.ablate.transforms._base import Ablation, code, const_value, dotted, launch_kernel, literal, \
-    without_args
+from d2kgrade.ablate.transforms._base import Ablation, code, const_value, dotted, launch_kernel, literal, without_args
 
 STAGE_KEYS = ("num_stages", "NUM_STAGES")
 

@@ -16,8 +16,16 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 
 from d2kgrade.ablate.registry import transform
-from d2kgrade.ablate.transforms._base import Ablation, code, const_value, is_jit, iter_functions, literal, norm, \
-    parse_expr
+from d2kgrade.ablate.transforms._base import (
+    Ablation,
+    code,
+    const_value,
+    is_jit,
+    iter_functions,
+    literal,
+    norm,
+    parse_expr,
+)
 
 
 def _is_path_test(test: cst.BaseExpression, path: str, var: str | None) -> bool:
@@ -159,7 +167,7 @@ class ReplaceExpr(Ablation):
     def nothing(self) -> str:
         return f"no expression {self.pattern!r}"
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: Any) -> Any:  # noqa: ANN401
+    def on_leave(self, original_node: cst.CSTNode, updated_node: Any) -> Any:
         out = super().on_leave(original_node, updated_node)
         if isinstance(original_node, self.old_type) and isinstance(out, cst.BaseExpression) and self.in_scope() \
                 and norm(original_node) == self.old:

@@ -50,7 +50,7 @@ class RowMajorTiles(Ablation):
     and ``index % cols``, and the group arithmetic that nothing else reads is deleted. ``tl.swizzle2d`` calls
     become the same row-major pair."""
 
-    def __init__(self, context: CodemodContext, *, m: str = "pid_m", n: str = "pid_n",  # noqa: N803
+    def __init__(self, context: CodemodContext, *, m: str = "pid_m", n: str = "pid_n",
                  group: list[str] | None = None, functions: list[str] | None = None) -> None:
         super().__init__(context, functions=functions)
         self.m, self.n = m, n
