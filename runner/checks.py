@@ -1,6 +1,6 @@
 """How the worker judges a kernel's outputs: elementwise against the reference, or by the task's own ``check``
 for outputs that are not unique (top-k indices among ties), in the correctness trials and in every timed or
-rotated call; and, in those rotated calls, whether a huge input (:mod:`runner.huge_inputs`) stayed unchanged.
+rotated call.
 
 A task opts in from ``reference.py`` (see :func:`runner.direct.checked_outputs`)::
 
@@ -16,8 +16,7 @@ ran, so nothing it calls can have been patched.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -25,7 +24,6 @@ import torch
 
 from runner.compare import Mismatch, check_dtype, compare_tensor
 from runner.direct import checked_outputs, custom_check
-from runner.huge_inputs import changed, fingerprints
 from runner.timing import Recheck
 from runner.trials import bad_output, output_tuple, poison
 
@@ -61,35 +59,16 @@ def judge(task: Any, spec: Any, ref: ModuleType, outs: tuple[Any, ...], expected
     return res
 
 
-@dataclass
-class Watch:
-    """Huge inputs shared by every rotation set, with their fingerprints before the first call."""
-
-    names: list[str]
-    tensors: list[torch.Tensor]
-    key: int
-    before: torch.Tensor
-
-    @classmethod
-    def of(cls, names: Sequence[str], tensors: Sequence[torch.Tensor], key: int) -> Watch:
-        return cls(list(names), list(tensors), key, fingerprints(tensors, key))
-
-
 class TaskRecheck(Recheck):
-    """A :class:`runner.timing.Recheck` that also runs the task's ``check`` on its checked outputs and verifies
-    the fingerprints of the huge inputs after every call.
+    """A :class:`runner.timing.Recheck` that also runs the task's ``check`` on its checked outputs.
 
     The elementwise outputs go to the base class unchanged. Each call's outputs are copied (queued on the stream,
-    no sync) and the copies judged by ``check`` when the batch settles, after ``verify`` (the integrity guard) and
-    after the huge inputs' fingerprints are compared; a changed fingerprint calls ``on_mutation`` with the input
-    names (the worker flags ``input_mutated`` and stops). Both callbacks may raise to stop the evaluation.
+    no sync) and the copies judged by ``check`` when the batch settles (or when the held copies pass their budget).
     """
 
     def __init__(self, refs: Sequence[tuple[torch.Tensor, ...]], tols: Sequence[tuple[float, float]],
                  device: torch.device, *args: Any, ref: ModuleType, spec: Any,
-                 contents: Sequence[tuple[torch.Tensor, ...]], verify: Callable[[], None],
-                 watch: Watch | None = None, on_mutation: Callable[[list[str]], None] | None = None,
-                 **kwargs: Any) -> None:
+                 contents: Sequence[tuple[torch.Tensor, ...]], **kwargs: Any) -> None:
         checked = set(checked_outputs(ref))
         names = spec.output_names
         self.plain = [i for i, n in enumerate(names) if n not in checked]
@@ -100,11 +79,7 @@ class TaskRecheck(Recheck):
         self.ref_module = ref
         self.spec = spec
         self.contents = contents
-        self.verify = verify
-        self.watch = watch
-        self.on_mutation = on_mutation
         self._outs: list[tuple[int, tuple[torch.Tensor, ...]]] = []
-        self._prints: list[torch.Tensor] = []
         self._held = 0
         if device.type == "cuda":
             free, _total = torch.cuda.mem_get_info(device)
@@ -115,8 +90,6 @@ class TaskRecheck(Recheck):
     def __call__(self, content: int, out: Any) -> None:
         outs = output_tuple(out)
         refs = self.all_refs[content]
-        if self.watch is not None:
-            self._prints.append(fingerprints(self.watch.tensors, self.watch.key))
         if len(outs) != len(refs):
             super().__call__(content, out)  # counts the call and reports the count mismatch
             return
@@ -146,14 +119,6 @@ class TaskRecheck(Recheck):
         self._drain()
 
     def _drain(self) -> None:
-        if not self._outs and not self._prints:
-            return
-        self.verify()
-        if self._prints and self.watch is not None:
-            bad = sorted({i for p in self._prints for i in changed(self.watch.before, p)})
-            self._prints.clear()
-            if bad and self.on_mutation is not None:
-                self.on_mutation([self.watch.names[i] for i in bad])
         for content, copies in self._outs:
             m = custom_check(self.ref_module, self.spec, self.contents[content], copies, self.all_refs[content])
             if not m.ok:
@@ -166,15 +131,12 @@ class TaskRecheck(Recheck):
 
 def make_recheck(refs: Sequence[tuple[torch.Tensor, ...]], tols: Sequence[tuple[float, float]],
                  device: torch.device, *args: Any, ref: ModuleType, spec: Any,
-                 contents: Sequence[tuple[torch.Tensor, ...]], verify: Callable[[], None],
-                 watch: Watch | None = None, on_mutation: Callable[[list[str]], None] | None = None,
-                 **kwargs: Any) -> Recheck:
-    """The plain :class:`Recheck` when the task checks no output itself and no input is huge, else a
-    :class:`TaskRecheck`. Extra arguments go to the ``Recheck`` constructor."""
-    if not checked_outputs(ref) and (watch is None or not watch.tensors):
+                 contents: Sequence[tuple[torch.Tensor, ...]], **kwargs: Any) -> Recheck:
+    """The plain :class:`Recheck` when the task checks no output itself, else a :class:`TaskRecheck`. Extra
+    arguments go to the ``Recheck`` constructor."""
+    if not checked_outputs(ref):
         return Recheck(refs, tols, device, *args, **kwargs)
-    return TaskRecheck(refs, tols, device, *args, ref=ref, spec=spec, contents=contents, verify=verify,
-                       watch=watch, on_mutation=on_mutation, **kwargs)
+    return TaskRecheck(refs, tols, device, *args, ref=ref, spec=spec, contents=contents, **kwargs)
 
 
-__all__ = ["judge", "Watch", "TaskRecheck", "make_recheck"]
+__all__ = ["judge", "TaskRecheck", "make_recheck"]

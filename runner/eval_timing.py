@@ -453,8 +453,7 @@ def ev_recheck(ev: Any, spec: Any, rot: Any, previous: Any = None) -> Any:
 
     dtypes = ev.task.tensor_dtypes(spec.workload)
     tols = [ev.task.tolerance_for(dtypes[t.name]) for t in ev.task.outputs]
-    check = make_recheck(rot.refs, tols, ev.device, ref=ev.ref, spec=spec, contents=rot.contents,
-                         verify=lambda: None, full=True)  # every fetched output against the reference
+    check = make_recheck(rot.refs, tols, ev.device, ref=ev.ref, spec=spec, contents=rot.contents, full=True)  # every fetched output against the reference
     if previous is not None:
         check.calls, check.problems = previous.calls, previous.problems
     return check

@@ -51,16 +51,6 @@ def huge_mask(task: Any, spec: Any, threshold: int) -> tuple[bool, ...]:
     return tuple(out)
 
 
-def pass_inputs(inputs: Sequence[torch.Tensor], mask: Sequence[bool]) -> tuple[torch.Tensor, ...]:
-    """What the kernel gets: a clone of each small input, the tensor itself for each huge one."""
-    return tuple(t if h else t.clone() for t, h in zip(inputs, mask, strict=True))
-
-
-def shared(given: Sequence[Any], originals: Sequence[Any]) -> tuple[bool, ...]:
-    """Which inputs the kernel got as the harness's own tensor (the huge ones: no clone was made)."""
-    return tuple(g is o for g, o in zip(given, originals, strict=True))
-
-
 def rotation_contents(make: Callable[[int], tuple[torch.Tensor, ...]], sets: int, mask: Sequence[bool]
                       ) -> list[tuple[torch.Tensor, ...]]:
     """``sets`` input sets from ``make(j)``; sets after the first reuse the first set's huge inputs (each set's
@@ -72,12 +62,6 @@ def rotation_contents(make: Callable[[int], tuple[torch.Tensor, ...]], sets: int
             c = tuple(c0 if h else t for t, c0, h in zip(c, contents[0], mask, strict=True))
         contents.append(c)
     return contents
-
-
-def rotation_buffers(contents: Sequence[tuple[torch.Tensor, ...]], mask: Sequence[bool]
-                     ) -> list[tuple[torch.Tensor, ...]]:
-    """The buffers the kernel sees: clones of the small inputs, the shared tensor itself for the huge ones."""
-    return [pass_inputs(c, mask) for c in contents]
 
 
 @lru_cache(maxsize=16)
@@ -139,5 +123,5 @@ def changed(before: torch.Tensor, after: torch.Tensor) -> list[int]:
     return [i for i, (a, b) in enumerate(zip(before.tolist(), after.tolist(), strict=True)) if a != b]
 
 
-__all__ = ["HUGE_INPUT_BYTES", "huge_mask", "pass_inputs", "shared", "rotation_contents", "rotation_buffers",
+__all__ = ["HUGE_INPUT_BYTES", "huge_mask", "rotation_contents",
            "fingerprint", "fingerprints", "changed"]

@@ -158,24 +158,3 @@ def perturb_(tensors: tuple[torch.Tensor, ...], generator: torch.Generator, k: i
         flat[dst] = (flat[dst].float() * 0.5 + flat[src].float() * 0.5).to(flat.dtype)
         changed += dst.tolist()
     return changed
-
-
-def digest(tensors: tuple[torch.Tensor, ...], key: int) -> tuple[int, ...]:
-    """A keyed checksum of tensors' bytes: the harness's private copies of the inputs must not change while the
-    kernel runs (a frame walker could rewrite both the copy and the clone it was given). Two int64 sums per
-    tensor over 32-bit words, one weighted by a position hash mixed with ``key``; O(n), chunked."""
-    out = []
-    mult = (key % 0x7FFF_FFF0) | 1
-    for t in tensors:
-        flat = t.detach().contiguous().view(-1)
-        words = flat.view(torch.int32) if flat.numel() * flat.element_size() % 4 == 0 else flat.view(torch.uint8)
-        n = words.numel()
-        s1 = s2 = 0
-        chunk = 1 << 24
-        for i in range(0, n, chunk):
-            w = words[i:i + chunk].to(torch.int64)
-            pos = (torch.arange(i, i + w.numel(), device=w.device, dtype=torch.int64) * mult) % 65521 + 1
-            s1 += int(w.sum())
-            s2 += int((w * pos).sum())
-        out += [s1, s2]
-    return tuple(out)

@@ -41,8 +41,8 @@ def test_an_honest_kernel_passes_with_a_huge_input(tmp_path: Path) -> None:
     r = run(submission(tmp_path))
     assert r.status == "passed", r.message + r.log[-2000:]
     seen = pointers(r.log)
-    # Every checked call gets the same shared buffers (the evaluator rewrites them before each call).
-    assert len(seen) >= TRIALS + 8 and len({t for t, _ in seen.values()}) == 1
+    # Every checked call gets one of two shared buffer sets, in turn (the evaluator rewrites them before each call).
+    assert len(seen) >= TRIALS + 8 and len({t for t, _ in seen.values()}) == 2
 
 
 @pytest.mark.parametrize(("from_call", "where"), [(1, "trial 0"), (TRIALS + 1, "rotated call 0")])
@@ -108,10 +108,6 @@ def test_rotation_sets_share_the_first_sets_huge_inputs() -> None:
 
     mask = (False, True)
     contents = hi.rotation_contents(make, 3, mask)
-    buffers = hi.rotation_buffers(contents, mask)
     assert made == [0, 1, 2]
-    assert all(c[1] is contents[0][1] for c in contents) and all(b[1] is contents[0][1] for b in buffers)
+    assert all(c[1] is contents[0][1] for c in contents)
     assert [float(c[0][0]) for c in contents] == [0.0, 1.0, 2.0]
-    assert all(b[0] is not c[0] and torch.equal(b[0], c[0]) for b, c in zip(buffers, contents, strict=True))
-    given = hi.pass_inputs(contents[1], mask)
-    assert hi.shared(given, contents[1]) == (False, True)

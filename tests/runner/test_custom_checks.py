@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from d2kgrade.schema import Task
-from runner.checks import TaskRecheck, Watch, judge
+from runner.checks import TaskRecheck, judge
 from runner.evaluate import EvalOptions, default_suite_root, run_evaluation
 from runner.inputs import WorkloadSpec
 
@@ -122,7 +122,7 @@ def test_judge_accepts_any_valid_tie_choice_and_names_the_problem() -> None:
     assert not wrong_dtype[1].ok and "dtype" in wrong_dtype[1].reason and len(wrong_dtype) == 2  # check not run
 
 
-def test_recheck_verifies_the_guard_before_the_check_and_poisons_its_copies() -> None:
+def test_recheck_runs_the_check_when_the_batch_settles_and_poisons_its_copies() -> None:
     spec, ref, x = _topk_case()
     expected = ref.reference(x, k=3)
     seen: list[str] = []
@@ -135,39 +135,13 @@ def test_recheck_verifies_the_guard_before_the_check_and_poisons_its_copies() ->
         return real_check(inputs, outputs, exp, scalars)
 
     fake.check = check  # type: ignore[attr-defined]
-
-    class Patched(Exception):
-        pass
-
-    def verify() -> None:
-        seen.append("verify")
-        if len(seen) > 2:
-            raise Patched
-
     tols = [(0.0, 0.0), (0.0, 0.0)]
-    rc = TaskRecheck([expected], tols, torch.device("cpu"), ref=fake, spec=spec, contents=[(x,)], verify=verify)
+    rc = TaskRecheck([expected], tols, torch.device("cpu"), ref=fake, spec=spec, contents=[(x,)])
     out = (expected[0].clone(), torch.tensor([[4, 2, 0], [2, 1, 4]]))
     rc(0, out)
-    assert bool(torch.all(out[1] == -1))  # the kernel's indices are poisoned once copied
+    assert bool(torch.all(out[1] == -1)) and seen == []  # the kernel's indices are poisoned once copied
     rc.settle()
-    assert seen == ["verify", "check"] and rc.problems == [] and rc.calls == 1
+    assert seen == ["check"] and rc.problems == [] and rc.calls == 1
     rc(0, (expected[0].clone(), torch.tensor([[4, 4, 0], [2, 1, 4]])))
-    with pytest.raises(Patched):  # a patched harness stops the batch before the check runs on it
-        rc.settle()
-    assert seen == ["verify", "check", "verify"]
-
-
-def test_recheck_reports_a_changed_huge_input() -> None:
-    spec, ref, x = _topk_case()
-    expected = ref.reference(x, k=3)
-    hit: list[list[str]] = []
-    watch = Watch.of(["x"], [x], key=99)
-    rc = TaskRecheck([expected], [(0.0, 0.0)] * 2, torch.device("cpu"), ref=ref, spec=spec, contents=[(x,)],
-                     verify=lambda: None, watch=watch, on_mutation=hit.append)
-    rc(0, tuple(t.clone() for t in expected))
     rc.settle()
-    assert hit == [] and rc.problems == []
-    x.view(torch.int16)[1, 3] ^= 1  # one bit of one element
-    rc(0, tuple(t.clone() for t in expected))
-    rc.settle()
-    assert hit == [["x"]]
+    assert seen == ["check", "check"] and rc.problems and "repeat" in rc.problems[0]
