@@ -180,8 +180,13 @@ class _Ablation:
                 continue
             try:
                 v = ablate_source(self.source, p)
-            except NotApplicable as exc:
+            except (NotApplicable, UserError) as exc:  # nothing to change; a file libcst cannot parse
                 self._record(p, present=True, status="no_transform", message=str(exc))
+                continue
+            except Exception as exc:  # a transform's own fault on an unusual file: reported, the run goes on
+                log.exception("ablation of %s in %s failed", p.id, self.s.path)
+                self._record(p, present=True, status="no_transform",
+                             message=f"the transform failed on this file: {type(exc).__name__}: {exc}")
                 continue
             path = self.work_dir / f"{_slug(p.id)}.py"
             path.write_text(v.source, encoding="utf-8")
