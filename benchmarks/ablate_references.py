@@ -11,9 +11,11 @@ variants are timed in ``--rounds`` interleaved rounds (orig, v1..vn, orig), no b
 its slowdown (geomean over the catalog workloads of the ratio of medians), a 95% bootstrap interval over rounds,
 and ``load_bearing`` when that interval clears the original-vs-original noise.
 
-Records are appended to ``--jsonl`` as each reference finishes; a rerun skips the references already there, so a
-run cut short by a time limit resumes where it stopped (``--budget-s`` stops cleanly between references). The JSON
-(``--out``, default ``benchmarks/ablation_<gpu>.json``) is rewritten after each reference.
+Records are appended to ``--jsonl`` (default ``benchmarks/runs/ablation/ablations_<gpu>.jsonl``, ``_cpu`` for a
+dry run, so a CPU dry run never stands in for a GPU record) as each reference finishes; a rerun skips the
+references already there on the same device, so a run cut short by a time limit resumes where it stopped
+(``--budget-s`` stops cleanly between references). The JSON (``--out``, default ``benchmarks/ablation_<gpu>.json``)
+is rewritten after each reference.
 
 Budget: a reference with V variants costs 1 + V correctness evaluations and rounds x (V + 2) timed ones; with
 121 variants over 26 references (4.7 each) and 3 rounds that is ~650 evaluations, roughly 5-10 s each on the
@@ -27,6 +29,7 @@ import platform
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,24 +71,31 @@ def summary(records: list[AblationRecord]) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | None = None) -> dict[str, Any]:
-    """Ablate the references into ``args.jsonl`` and ``args.out``; returns the JSON written."""
+def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | None = None,
+        clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Ablate the references into ``args.jsonl`` and ``args.out``; returns the JSON written. Records of another
+    device in the same file are neither resumed from nor reported."""
     suite = Suite(ROOT)
     tasks = args.tasks or [t for t in suite.task_ids if "triton" in suite.reference_kernels(t)]
     config = AblateConfig(device=args.device, rounds=args.rounds, workloads=args.workloads or "all", seed=args.seed,
                           timeout_s=args.timeout_s, suite_root=ROOT)
     evaluate = evaluate or default_evaluator(ROOT, timing_options=TIMING_OPTIONS)
-    done = {r.episode for r in read_records(args.jsonl)}
-    t0 = time.monotonic()
+    def mine() -> list[AblationRecord]:
+        return [r for r in read_records(args.jsonl) if r.device == args.device
+                and r.episode.removeprefix(REFERENCE_PREFIX) in tasks]
+
+    done = {r.episode for r in mine()}
+    t0 = clock()
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
     def write(complete: bool) -> dict[str, Any]:
-        records = [r for r in read_records(args.jsonl) if r.episode.removeprefix(REFERENCE_PREFIX) in tasks]
+        records = mine()
         data = {"what": "ablation of the expert references: slowdown when each design property is removed",
                 "command": " ".join([Path(sys.executable).name, *sys.argv]), "started": started,
                 "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "gpu": gpu, **versions(), "device": args.device,
                 "rounds": args.rounds, "timing_options": TIMING_OPTIONS, "complete": complete,
-                "wall_s": round(time.monotonic() - t0, 1), "summary": summary(records),
+                "wall_s": round(clock() - t0, 1), "tasks": sorted({r.task for r in records}),
+                "summary": summary(records),
                 "records": [r.model_dump(mode="json") for r in records]}
         write_json(args.out, data)
         return data
@@ -95,19 +105,19 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
         episode = REFERENCE_PREFIX + task
         if episode in done:
             continue
-        if args.budget_s and time.monotonic() - t0 > args.budget_s:
+        if args.budget_s is not None and clock() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent; {len(tasks) - i} references left (rerun to resume)",
                   file=sys.stderr)
             complete = False
             break
-        t1 = time.monotonic()
+        t1 = clock()
         recs = ablate_kernel(Subject(task, suite.reference_kernels(task)["triton"], episode, arm="reference"),
                              suite, config, properties=args.properties, evaluate=evaluate,
-                             progress=lambda m: print(f"[{time.monotonic() - t0:7.1f} s] {m}", file=sys.stderr,
+                             progress=lambda m: print(f"[{clock() - t0:7.1f} s] {m}", file=sys.stderr,
                                                       flush=True))
         for r in recs:
             append_record(args.jsonl, r)
-        print(f"{task}: {dict(Counter(r.status for r in recs))} in {time.monotonic() - t1:.0f} s", file=sys.stderr)
+        print(f"{task}: {dict(Counter(r.status for r in recs))} in {clock() - t1:.0f} s", file=sys.stderr)
         write(False)
     return write(complete)
 
@@ -118,12 +128,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--properties", nargs="*", help="only these properties (ids or ids without the task prefix)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (>= 2)")
     ap.add_argument("--workloads", nargs="*", help="workloads to time (default: every catalog workload)")
-    ap.add_argument("--device", default="cuda", help="cuda (cpu: correctness only, a dry run)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cuda (cpu: correctness only, a dry run)")
     ap.add_argument("--seed", type=int, default=0, help="evaluation seed (same inputs for every variant)")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per evaluation")
     ap.add_argument("--budget-s", type=float, default=None, help="stop between references after this long")
-    ap.add_argument("--jsonl", type=Path, default=ROOT / "benchmarks" / "runs" / "ablation" / "ablations.jsonl",
-                    help="records, appended as each reference finishes (resume file)")
+    ap.add_argument("--jsonl", type=Path, default=None, help="records, appended as each reference finishes (the "
+                    "resume file; default benchmarks/runs/ablation/ablations_<gpu>.jsonl)")
     ap.add_argument("--out", type=Path, default=None, help="JSON (default benchmarks/ablation_<gpu>.json)")
     args = ap.parse_args(argv)
     if args.rounds < 2:
@@ -143,9 +153,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         gpu = info["name"]
+    slug = "cpu" if gpu is None else "h200" if "H200" in gpu else gpu.lower().replace(" ", "-")
     if args.out is None:
-        slug = "cpu" if gpu is None else "h200" if "H200" in gpu else gpu.lower().replace(" ", "-")
         args.out = ROOT / "benchmarks" / f"ablation_{slug}.json"
+    if args.jsonl is None:
+        args.jsonl = ROOT / "benchmarks" / "runs" / "ablation" / f"ablations_{slug}.jsonl"
     data = run(args, gpu=gpu)
     print(f"wrote {args.out}: {data['summary']['by_status']}", file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ from d2kgrade.errors import UserError
 
 if TYPE_CHECKING:
     from d2kgrade.ablate.results import AblationRecord
+    from d2kgrade.suite import Suite
 
 
 def _fmt(r: AblationRecord) -> tuple[str, str, str]:
@@ -43,6 +44,23 @@ def _render(records: list[AblationRecord], title: str) -> None:
         console.print("[dim]* estimated from the expert reference's ablation (the kernel lacks the property)[/dim]")
 
 
+def _coverage(the_suite: Suite, as_json: bool) -> None:
+    import dataclasses
+
+    from rich.markup import escape
+
+    from d2kgrade.ablate.coverage import counts, coverage
+
+    rows = coverage(the_suite)
+    if as_json:
+        print_json({"counts": counts(rows), "properties": [dataclasses.asdict(r) for r in rows]})
+        return
+    for r in rows:
+        what = "+".join(r.transforms) if r.transforms else f"none ({r.category}): {r.reason}"
+        console.print(f"{r.property}: {escape(what)}", soft_wrap=True, highlight=False)
+    console.print(", ".join(f"{k} {v}" for k, v in counts(rows).items()), highlight=False)
+
+
 def ablate_command(
     task_id: str = typer.Argument(None, help="Task id (with FILE)."),
     submission: Path = typer.Argument(None, help="Kernel file defining kernel(...) (with TASK)."),
@@ -61,12 +79,17 @@ def ablate_command(
     no_references: bool = typer.Option(False, "--no-references", help="--run: skip the expert references (no "
                                                                      "estimates for missing properties)."),
     list_transforms: bool = typer.Option(False, "--list", help="List the transforms and exit."),
+    show_coverage: bool = typer.Option(False, "--coverage", help="List every rubric property's ablation (its "
+                                                                 "transforms, or why it has none) and exit."),
     suite: Path = SuiteOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Remove each design property the static rater finds in a kernel (a libcst codemod per property), check
     the variant still passes the evaluator, and on cuda time the original and every variant in interleaved
     rounds: slowdown when removed, 95% bootstrap interval, load-bearing when above the measured noise."""
+    if show_coverage:
+        _coverage(open_suite(suite), as_json)
+        return
     if list_transforms:
         from d2kgrade.ablate.registry import describe
 
