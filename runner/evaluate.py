@@ -492,7 +492,7 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             r.clock = {k: v for k, v in clock.items() if isinstance(v, (int, float, bool))}
             if clock.get("untrusted"):
                 msg = (f"{name}: the kernel host's CUDA events say {clock['events_mean_ms'] * 1e3:.1f} us per call, "
-                       f"but the evaluator's own clock implies at least {clock['implied_ms'] * 1e3:.1f} us "
+                       f"but the evaluator's own clock implies {clock['implied_ms'] * 1e3:.1f} us "
                        f"(margin {clock['margin_ms'] * 1e3:.1f} us): the timing was under-reported")
                 flags.append(Flag(code="timing.untrusted", message=msg))
                 fail(name, "rejected", msg)

@@ -90,7 +90,11 @@ def test_allocator_and_address_games_fail(name: str) -> None:
 def test_a_native_thread_and_a_forged_clock_are_caught() -> None:
     r = run("softmax", HERE / "adversarial_next" / "native_thread.py", ["rows_4k"], tripwires=False)
     assert r.status == "rejected", r.message
-    forged = run("softmax", HONEST / "rows_per_program.py", ["rows_4k"], forge_events=0.25)
+    # The clock's error on the H200 is 0.1-0.6 ms per call (runner/eval_timing.py): it can hold a host to a long
+    # kernel, not to a 73 us one, so the forged host hides 90% of a call of 256 launches; the same kernel honest passes.
+    honest = run("softmax", HONEST / "gpu" / "slow_softmax.py", ["rows_4k"])
+    assert honest.status == "passed" and "timing.untrusted" not in {f.code for f in honest.flags}, honest.message
+    forged = run("softmax", HONEST / "gpu" / "slow_softmax.py", ["rows_4k"], forge_events=0.1)
     assert forged.status == "rejected" and "timing.untrusted" in {f.code for f in forged.flags}, forged.message
 
 

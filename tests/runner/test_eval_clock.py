@@ -1,0 +1,63 @@
+"""The evaluator's clock as statistics: a fit of null-kernel calibration batches extrapolated to a long real
+batch, on synthetic walls with the H200's measured noise (round 9: 300-500 ms per batch besides its reps,
+residuals of 15-50 ms). Honest kernels must not be rejected; a host hiding most of a long kernel must be."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runner.eval_timing import CALIBRATION_PADS, CALIBRATION_REPS, clock_estimate, fit_calibration, untrusted_margin
+
+
+def _calibrate(rng: np.random.Generator, *, fixed: float, per_rep: float, k: float, sigma: float) -> dict:
+    rows = [[1.0, r, r * p] for p in CALIBRATION_PADS for r in CALIBRATION_REPS] * 2
+    a = np.array(rows)
+    y = a @ np.array([fixed, per_rep, k]) + rng.normal(0.0, sigma, len(rows))
+    return fit_calibration(a, y)
+
+
+def _verdict(rng, *, kernel_ms: float, reported_ms: float, reps: int = 150, pad: float = 0.7, fixed=400.0,
+             per_rep=1.2, k=1.0, sigma=20.0) -> bool:
+    cal = _calibrate(rng, fixed=fixed, per_rep=per_rep, k=k, sigma=sigma)
+    wall = fixed + reps * (per_rep + k * pad + kernel_ms) + rng.normal(0.0, sigma)
+    implied, se = clock_estimate(cal, [(reps, wall, pad)])
+    return reported_ms < implied - untrusted_margin(max(implied, 0.0), se)
+
+
+def test_the_fit_recovers_the_coefficients_and_its_uncertainty() -> None:
+    rng = np.random.default_rng(0)
+    cals = [_calibrate(rng, fixed=400.0, per_rep=1.2, k=1.0, sigma=20.0) for _ in range(400)]
+    slopes = np.array([c["per_rep_ms_fit"] for c in cals])
+    assert abs(slopes.mean() - 1.2) < 0.05
+    # The covariance's claim about the slope's error matches the spread over repeated calibrations.
+    claimed = np.sqrt(np.mean([c["cov"][1][1] for c in cals]))
+    assert 0.7 < claimed / slopes.std() < 1.3, (claimed, slopes.std())
+    assert all(c["dof"] == 5 for c in cals)
+
+
+def test_honest_kernels_are_not_rejected_at_the_h200s_noise() -> None:
+    rng = np.random.default_rng(1)
+    for kernel in (0.07, 0.9, 5.0):  # softmax rows_4k, causal_conv1d long_single_seq, a long GEMM
+        rejected = sum(_verdict(rng, kernel_ms=kernel, reported_ms=kernel) for _ in range(1000))
+        assert rejected <= 3, (kernel, rejected)
+
+
+def test_a_host_hiding_most_of_a_long_kernel_is_caught() -> None:
+    rng = np.random.default_rng(2)
+    caught = sum(_verdict(rng, kernel_ms=12.0, reported_ms=3.0) for _ in range(500))
+    assert caught >= 495, caught
+    tenth = sum(_verdict(rng, kernel_ms=19.0, reported_ms=1.9, reps=20) for _ in range(500))  # test_gpu's forgery
+    assert tenth >= 495, tenth
+    # ...and one hiding 55 us of a 73 us kernel is not: the clock's error is ~0.1 ms there (what it cannot see).
+    short = sum(_verdict(rng, kernel_ms=0.073, reported_ms=0.018) for _ in range(200))
+    assert short < 20, short
+
+
+@pytest.mark.parametrize("sigma", [0.5, 20.0])
+def test_the_standard_error_grows_with_the_noise_and_shrinks_with_the_batch(sigma: float) -> None:
+    rng = np.random.default_rng(3)
+    cal = _calibrate(rng, fixed=400.0, per_rep=1.2, k=1.0, sigma=sigma)
+    _, se_short = clock_estimate(cal, [(40, 500.0, 0.7)])
+    _, se_long = clock_estimate(cal, [(400, 1500.0, 0.7)])
+    assert se_long < se_short < 0.2 * sigma
