@@ -6,16 +6,18 @@ The static path is :func:`judge_static`, which the ``llm``/``combined`` judges c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from d2kgrade.cli._common import JsonOption, SuiteOption, console, open_suite, print_json
 from d2kgrade.errors import UserError
-from d2kgrade.grades import FileGrade
-from d2kgrade.schema import Rubric, Task
-from d2kgrade.suite import load_rubric_file
+
+if TYPE_CHECKING:  # the grade and rubric models (pydantic, ~0.25 s) are imported by the command that needs them
+    from rich.text import Text
+
+    from d2kgrade.grades import FileGrade
+    from d2kgrade.schema import Rubric, Task
 
 JUDGES = ("static", "llm", "combined")
 _VERDICT_STYLE = {"present": "green", "absent": "red", "unknown": "yellow"}
@@ -32,6 +34,8 @@ def resolve_rubric(rubric: Path | None, task_id: str | None, suite: Path | None,
     assert rubric is not None
     if not rubric.is_file():
         raise UserError(f"{rubric}: no such rubric file")
+    from d2kgrade.suite import load_rubric_file
+
     r = load_rubric_file(rubric)
     task = None
     try:
@@ -54,6 +58,8 @@ def judge_static(rubric: Rubric, files: list[Path], *, task: Task | None = None,
 
 
 def _evidence_text(pg) -> Text:  # noqa: ANN001
+    from rich.text import Text
+
     t = Text()
     for ev in pg.evidence[:3]:
         where = f"{Path(ev.file).name}:{ev.start_line}" + (f"-{ev.end_line}" if ev.end_line != ev.start_line else "")
@@ -67,6 +73,9 @@ def _evidence_text(pg) -> Text:  # noqa: ANN001
 def render_grade(fg: FileGrade) -> None:
     """One file's grade as a rich table (property, verdict, confidence, evidence with code and the reason), then
     the score and per-level totals."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=f"{fg.file}  [{fg.rater}, task {fg.task} v{fg.rubric_version}]", title_justify="left",
                   show_lines=True)
     table.add_column("property", no_wrap=True)

@@ -100,3 +100,20 @@ def test_static_judge_imports_no_heavy_library():
                 if line.startswith("import time:")}
     assert "d2kgrade" in imported and "pydantic" in imported  # the probe sees the imports
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_cli_start_up_imports_no_models():
+    """Every command module is imported at start-up to register its command; none of them (judge included) may
+    import the pydantic models there (d2kgrade.schema and d2kgrade.grades were ~0.25 s of a 0.32 s start). Read
+    from ``sys.modules`` after ``d2kgrade --version`` in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.argv = ['d2kgrade', '--version']\nfrom d2kgrade.cli import main\ntry:\n    main()\n"
+             "except SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = set(proc.stdout.split())
+    assert "d2kgrade.cli.judge" in imported  # every command module was imported
+    heavy = {m for m in imported if m.split(".")[0] == "pydantic" or m in ("d2kgrade.schema", "d2kgrade.grades")}
+    assert not heavy, sorted(heavy)
