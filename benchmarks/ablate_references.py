@@ -36,8 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator
+from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator, select_properties
 from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, read_records
+from d2kgrade.errors import UserError
 from d2kgrade.io import write_json
 from d2kgrade.suite import Suite
 
@@ -71,12 +72,43 @@ def summary(records: list[AblationRecord]) -> dict[str, Any]:
     }
 
 
+def task_properties(suite: Suite, tasks: list[str], names: list[str] | None) -> dict[str, list[str] | None]:
+    """Per task, the ``--properties`` names that are properties of its rubric (None: every property); a task none
+    of them names is left out.
+
+    Raises:
+        UserError: a name that is a property of none of the tasks.
+    """
+    if not names:
+        return dict.fromkeys(tasks)
+    out: dict[str, list[str] | None] = {}
+    used: set[str] = set()
+    for task in tasks:
+        rubric = suite.load_rubric(task)
+        mine = []
+        for name in names:
+            try:
+                select_properties(rubric, [name])
+            except UserError:
+                continue
+            mine.append(name)
+        used.update(mine)
+        if mine:
+            out[task] = mine
+    unknown = [n for n in names if n not in used]
+    if unknown:
+        raise UserError(f"--properties: {', '.join(unknown)}: a property of none of the tasks {', '.join(tasks)}")
+    return out
+
+
 def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | None = None,
         clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Ablate the references into ``args.jsonl`` and ``args.out``; returns the JSON written. Records of another
     device in the same file are neither resumed from nor reported."""
     suite = Suite(ROOT)
-    tasks = args.tasks or [t for t in suite.task_ids if "triton" in suite.reference_kernels(t)]
+    wanted = task_properties(suite, args.tasks or [t for t in suite.task_ids if "triton" in
+                                                   suite.reference_kernels(t)], args.properties)
+    tasks = list(wanted)
     config = AblateConfig(device=args.device, rounds=args.rounds, workloads=args.workloads or "all", seed=args.seed,
                           timeout_s=args.timeout_s, suite_root=ROOT)
     evaluate = evaluate or default_evaluator(ROOT, timing_options=TIMING_OPTIONS)
@@ -112,7 +144,7 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
             break
         t1 = clock()
         recs = ablate_kernel(Subject(task, suite.reference_kernels(task)["triton"], episode, arm="reference"),
-                             suite, config, properties=args.properties, evaluate=evaluate,
+                             suite, config, properties=wanted[task], evaluate=evaluate,
                              progress=lambda m: print(f"[{clock() - t0:7.1f} s] {m}", file=sys.stderr,
                                                       flush=True))
         for r in recs:
@@ -126,7 +158,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="*", help="task ids (default: every task with a Triton reference)")
     ap.add_argument("--properties", nargs="*", help="only these properties (ids or ids without the task prefix)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (>= 2)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (>= 2; 3 rounds give a \"95%%\" "
+                    "interval that covers the truth ~75%% of the time: docs/ablation.md)")
     ap.add_argument("--workloads", nargs="*", help="workloads to time (default: every catalog workload)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cuda (cpu: correctness only, a dry run)")
     ap.add_argument("--seed", type=int, default=0, help="evaluation seed (same inputs for every variant)")
@@ -158,7 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         args.out = ROOT / "benchmarks" / f"ablation_{slug}.json"
     if args.jsonl is None:
         args.jsonl = ROOT / "benchmarks" / "runs" / "ablation" / f"ablations_{slug}.jsonl"
-    data = run(args, gpu=gpu)
+    try:
+        data = run(args, gpu=gpu)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {args.out}: {data['summary']['by_status']}", file=sys.stderr)
     return 0
 

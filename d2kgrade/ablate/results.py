@@ -127,10 +127,23 @@ class AblationRecord(BaseModel):
 
 
 def append_record(path: Path, record: AblationRecord) -> None:
-    """Append one record as a JSON line and flush it to disk, so that a crash loses only the unfinished ones."""
+    """Append one record as a JSON line and flush it to disk, so that a crash loses only the unfinished ones.
+
+    A last line that a crash cut short (no final newline) is cut off first: appended to, it would glue onto the
+    new record and make a bad middle line of the whole file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(record.model_dump_json() + "\n")
+    with path.open("a+b") as fh:
+        size = fh.seek(0, 2)
+        if size:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                fh.seek(0)
+                keep = fh.read().rfind(b"\n") + 1
+                log.warning("%s: dropping a last line cut short (%d bytes) before appending", path, size - keep)
+                fh.truncate(keep)
+        fh.seek(0, 2)
+        fh.write((record.model_dump_json() + "\n").encode("utf-8"))
         fh.flush()
 
 

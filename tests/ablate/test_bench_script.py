@@ -32,3 +32,54 @@ def test_no_gpu_is_refused(capsys) -> None:
         return
     assert bench.main(["--tasks", "softmax"]) == 2
     assert "no CUDA GPU visible" in capsys.readouterr().err
+
+
+class Clock:
+    """A clock that the fake GPU moves: every evaluation takes 10 s."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_budget_stops_between_references_and_the_rerun_finishes(tmp_path: Path) -> None:
+    """--budget-s 30: softmax (2 correctness and 2 x 3 timed evaluations, 80 s on the clock) runs past the
+    budget, so swiglu is left for the rerun, which evaluates only swiglu."""
+    clock, fake = Clock(), FakeGPU()
+
+    def timed(task_id, path, **kw):
+        clock.t += 10.0
+        return fake(task_id, path, **kw)
+
+    base = ["--tasks", "softmax", "swiglu", "--properties", "exp2-fold", "sigmoid-exp2", "--rounds", "2",
+            "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "ablation.json")]
+    first = bench.run(bench.parse([*base, "--budget-s", "30"]), evaluate=timed, gpu="FakeGPU", clock=clock)
+    assert not first["complete"] and first["tasks"] == ["softmax"] and clock.t == 80.0
+    assert not json.loads((tmp_path / "ablation.json").read_text())["complete"]
+    n = len(fake.calls)
+    second = bench.run(bench.parse(base), evaluate=timed, gpu="FakeGPU", clock=clock)
+    assert second["complete"] and second["tasks"] == ["softmax", "swiglu"]
+    assert {c[0] for c in fake.calls[n:]} <= {"triton", "swiglu_L3_sigmoid_exp2"}
+
+
+def test_a_cpu_dry_run_never_stands_in_for_a_gpu_record(tmp_path: Path) -> None:
+    """Dry-run records in the same file are not resumed from on cuda, nor reported in its JSON."""
+    argv = ["--tasks", "softmax", "--properties", "exp2-fold", "--rounds", "2", "--jsonl", str(tmp_path / "a.jsonl"),
+            "--out", str(tmp_path / "x.json")]
+    dry = bench.run(bench.parse([*argv, "--device", "cpu"]), evaluate=FakeGPU(device="cpu"))
+    assert dry["summary"]["by_status"] == {"untimed": 1}
+    fake = FakeGPU()
+    real = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
+    assert any(t for _, _, t in fake.calls) and real["summary"]["by_status"] == {"load_bearing": 1}
+    assert [r["device"] for r in real["records"]] == ["cuda"]
+
+
+def test_a_property_of_none_of_the_tasks_is_one_error_line(tmp_path: Path, capsys) -> None:
+    argv = ["--device", "cpu", "--tasks", "softmax", "swiglu", "--properties", "exp2-fold", "L9.nope",
+            "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "x.json")]
+    assert bench.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --properties: L9.nope: a property of none of the tasks softmax, swiglu")
+    assert not (tmp_path / "a.jsonl").exists()

@@ -110,3 +110,75 @@ def test_run_directory_with_estimates_and_resume(tmp_path: Path) -> None:
     assert (run / "ablations" / "e1" / "softmax_L3_reciprocal_scale.py").is_file()
     with pytest.raises(UserError, match="no run store"):
         ablate_run(tmp_path, SUITE, AblateConfig(), evaluate=fake)
+
+
+def test_a_transform_fault_or_an_unparsable_file_is_that_propertys_no_transform(monkeypatch) -> None:
+    """One property's transform raising (its own bug on an unusual kernel) or libcst refusing the file is recorded
+    with the reason; the other properties are still checked and timed."""
+    from d2kgrade.ablate import driver
+
+    real = driver.ablate_source
+
+    def faulty(source: str, prop):
+        if prop.id.endswith("exp2-fold"):
+            raise IndexError("list index out of range")
+        if prop.id.endswith("reciprocal-scale"):
+            raise UserError("triton.py: libcst cannot parse it (line 3)")
+        return real(source, prop)
+
+    monkeypatch.setattr(driver, "ablate_source", faulty)
+    fake = FakeGPU()
+    recs = {r.property.rsplit(".", 1)[1]: r for r in ablate_kernel(
+        Subject("softmax", REF, "reference:softmax"), SUITE, AblateConfig(rounds=3, seed=1),
+        properties=["L3.exp2-fold", "L3.reciprocal-scale", "L2.tiled-two-sweep"], evaluate=fake)}
+    fault, parse, sweep = recs["exp2-fold"], recs["reciprocal-scale"], recs["tiled-two-sweep"]
+    assert fault.status == "no_transform" and fault.present and fault.slowdown is None
+    assert fault.message == "the transform failed on this file: IndexError: list index out of range"
+    assert parse.status == "no_transform" and "libcst cannot parse" in parse.message
+    assert sweep.status == "not_load_bearing" and sweep.rounds == 3
+    assert {c[0] for c in fake.calls} == {"triton", "softmax_L2_tiled_two_sweep"}
+
+
+class Cut(Exception):
+    """The machine going away mid-run."""
+
+
+class CutGPU(FakeGPU):
+    """A FakeGPU that records every evaluated path and dies at the first evaluation under ``cut_at``."""
+
+    def __init__(self, cut_at: str | None = None) -> None:
+        super().__init__()
+        self.cut_at, self.paths = cut_at, []
+
+    def __call__(self, task_id, path, **kw):
+        if self.cut_at and self.cut_at in Path(path).parts:
+            raise Cut(str(path))
+        self.paths.append(Path(path))
+        return super().__call__(task_id, path, **kw)
+
+
+def test_a_run_cut_mid_way_resumes_with_only_the_unfinished_kernel(tmp_path: Path) -> None:
+    """The run dies while e2 is being ablated (after the reference and e1 were written) and its last line was
+    cut short; the rerun evaluates only e2, and the result equals an uncut run's."""
+    from d2kgrade.ablate.results import ABLATIONS_FILE
+
+    wanted = ["L3.exp2-fold", "L3.reciprocal-scale"]
+    whole = ablate_run(_run_dir(tmp_path / "whole"), SUITE, AblateConfig(rounds=3, seed=2), evaluate=FakeGPU(),
+                       properties=wanted)
+    run = _run_dir(tmp_path / "run")
+    with pytest.raises(Cut):
+        ablate_run(run, SUITE, AblateConfig(rounds=3, seed=2), evaluate=CutGPU(cut_at="e2"), properties=wanted)
+    written = load_run_ablations(run)
+    assert {r.episode for r in written} == {"reference:softmax", "e1"}
+    with (run / ABLATIONS_FILE).open("a") as fh:
+        fh.write('{"task": "softmax", "episode": "e2", "prop')  # a crash while writing
+    fake = CutGPU()
+    again = ablate_run(run, SUITE, AblateConfig(rounds=3, seed=2), evaluate=fake, properties=wanted)
+    assert fake.paths and all("e2" in p.parts for p in fake.paths)
+    def outcome(recs):  # the fake's noise depends on the order of its calls, so the figures differ a little
+        return sorted((r.episode, r.property, r.status, r.transform, r.present, r.estimated_from_reference,
+                       r.slowdown is None) for r in recs)
+
+    assert outcome(again) == outcome(whole) and len(again) == 6
+    e2 = {r.property.rsplit(".", 1)[1]: r for r in again if r.episode == "e2"}
+    assert e2["exp2-fold"].slowdown == pytest.approx(1.2, abs=0.02)

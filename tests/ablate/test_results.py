@@ -43,3 +43,16 @@ def test_cut_last_line_is_skipped_but_a_bad_middle_line_is_an_error(tmp_path: Pa
     path.write_text(_rec().model_dump_json().replace('"load_bearing"', '"fast"') + "\n")
     with pytest.raises(UserError, match="line 1: status"):
         load_run_ablations(tmp_path)
+
+
+def test_appending_after_a_cut_line_drops_the_fragment(tmp_path: Path) -> None:
+    path = tmp_path / ABLATIONS_FILE
+    append_record(path, _rec())
+    with path.open("a") as fh:
+        fh.write('{"task": "softmax", "episode": "e2", "prop')
+    append_record(path, _rec(episode="e2"))
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 and [r.episode for r in load_run_ablations(tmp_path)] == ["reference:softmax", "e2"]
+    path.write_text('{"task": "sof')  # only a fragment
+    append_record(path, _rec())
+    assert [r.episode for r in load_run_ablations(tmp_path)] == ["reference:softmax"]
