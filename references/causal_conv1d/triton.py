@@ -1,6 +1,9 @@
 """Expert Triton reference for ``causal_conv1d``: y = silu(bias + depthwise causal conv(x, w)), channel-last
 x [B, L, D] bf16, w [D, W], bias [D], optionally packed sequences (B = 1, cu_seqlens int32 [nseq+1]); fp32 math.
 
+Guidance implemented (tasks/causal_conv1d/task.yaml): L1.halo-tile-reuse, L1.fused-epilogue, L2.tile-ownership,
+L2.rolling-window-registers, L2.varlen-boundaries, L3.vector-channel-io, L3.silu-exp2, L3.cache-hints.
+
 Two paths, one launcher:
 
 - ``tile`` (the default): one program owns BLOCK_L = 64 consecutive tokens x BLOCK_D = 128 contiguous channels
@@ -19,9 +22,7 @@ Packed sequences (both paths): tiles are laid on the global token axis and may s
 start of each output token's sequence comes from a vectorized binary search of cu_seqlens (log2(nseq) gathers
 of an L1-resident array per tile), and tap j of token t is masked unless t - (W-1) + j >= start(t). No program
 is launched per sequence. Channel offsets are contiguous with max_contiguous/multiple_of hints, so loads and
-stores are 16-byte vectors (8 bf16) when D % 8 == 0; only the D tail is masked. Compiled for sm_90a with Triton
-3.6 (ptxas, on a CPU host), the 64 x 128 tile at 16 warps uses 64 registers and no spills; 32 elements per
-thread (8 warps) needed 122.
+stores are 16-byte vectors (8 bf16) when D % 8 == 0; only the D tail is masked.
 
 Roofline floors on H200 (bytes = 2*B*L*D*2 + (D*W + D)*2 at the measured copy bandwidth):
 
@@ -35,29 +36,8 @@ varlen_packed    1 x 65536 x 4096, 4, 512  258 us  773 us, 0.33, 17.87x / 1.15x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-
-Why the roofline fractions are low: the byte floor assumes the SMs only move data, but this kernel issues about 35
-instructions per output. Evidence from the sm_90a SASS of the 64 x 128 tile (Triton 3.6 as on the H200, compiled on a
-CPU host with the launcher's argument specialization): 558 instructions per thread for its 16 outputs. Per output that
-is ~10 for the SiLU (exp2, then 1/(1 + e) as MUFU.RCP with range fix-ups) and ~6.4 for the four tap FFMAs plus taking
-each tap's weight out of the [BLOCK_D, W] tile by tl.sum (shuffles, shared memory, 7 BAR.SYNC per program). Another ~6
-go to bf16 unpacking and ~4 to addresses. At 4 warp-instructions per clock per SM and 1.98 GHz, issue takes 0.184 ms
-on mamba2_prefill and 0.560 ms on long_single_seq. That is 1.09x their byte floors, an issue-limited rate of 3.8 TB/s,
-so perfect overlap would still stay under 0.92. The overlap is poor. Each program is one-shot (load, 4 taps, SiLU,
-store), and 64 registers x 512 threads leave 2 programs per SM. The measured 315 us and 928 us are 0.89 and 0.86 of
-floor + issue (353 us, 1.08 ms). At 2 resident per SM, a program lives ~3.7-3.9 us (7,400-7,650 cycles) and the SMs
-issue on 58-60% of cycles. A likely contributor, from the SASS order: 6 of the 8 x loads (taps 1-3) are issued only
-after a barrier that waits for the 2-byte weight loads, so each program pays a weight round trip before most of its
-reads are in flight. varlen_packed adds the sequence-start search. It runs 10 halvings of cu_seqlens (11 dependent
-4-byte loads per thread) before any x load, since the tap masks need the start. It also has 15 BAR.SYNC and 741
-instructions per thread (46 per output), so issue alone is 0.371 ms, 1.44x its floor. The search takes the kernel to
-84 registers, which fits one 16-warp program per SM instead of two. Its measured 773 us exceeds floor + issue
-(629 us). Compiled with maxnreg = 64, ptxas fits it with 24 bytes of stack; that is untested on the GPU. MUFU (an EX2
-and an RCP per output) takes 0.08-0.26 ms, under half of each floor. The W-1 halo rows are 3/64 = 5% of a tile.
-Whether taps 1-3 hit L1 or go to L2 is not known from the code. To confirm, check Nsight Compute's achieved occupancy,
-issue-slot use, stall reasons and the L1 hit rate of the shifted loads. PyTorch trails for another reason: cuDNN's
-depthwise conv makes transposed copies, and eager runs the varlen taps as separate passes. torch.compile's version of
-those passes is only 1.15x slower than this kernel on varlen_packed.
+The fractions are issue-bound (about 35 instructions per output, from the sm_90a SASS), not byte-bound.
+Investigation notes: references/causal_conv1d/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Expert Triton reference for ``cross_entropy``: fused loss + dlogits over a large vocabulary.
 
+Guidance implemented (tasks/cross_entropy/task.yaml): L1.online-lse, L1.fused-grad, L2.row-two-sweeps,
+L2.l2-footprint-control, L2.vocab-split-lse-merge, L3.int64-offsets, L3.exp2-fp32, L3.ignore-and-scale.
+
 For logits z [M, V] (bf16) and targets t [M] (int64, -100 = ignored) it returns loss [M] fp32 with
 loss_i = logsumexp(z_i) - z_i[t_i], and dlogits [M, V] bf16 = softmax(z_i) - onehot(t_i). dlogits is a new
 tensor, not written over the logits: the evaluator hands kernels clones and rejects input mutation, so writing

@@ -1,6 +1,10 @@
 """Expert Triton reference for ``embedding_bag``: out[b] = sum_i psw[i] * table[indices[i]] over bag b's lookups,
 table [V, D] fp32 or bf16, int64 indices and offsets (include_last_offset), fp32 weights and output.
 
+Guidance implemented (tasks/embedding_bag/task.yaml): L1.fused-gather-reduce, L1.lookup-balanced-work,
+L2.warp-per-bag-mlp, L2.index-prefetch, L2.small-d-packing, L3.int64-row-offsets, L3.cache-policy,
+L3.bf16-upconvert.
+
 Three launches, no host synchronization, no [nnz, D] intermediate:
 
 1. ``_index_probe_kernel`` (one program): sorts 2048 indices sampled across the index stream (32 under the
@@ -12,8 +16,8 @@ Three launches, no host synchronization, no [nnz, D] intermediate:
    each step loads a [BAGS, UNROLL] block of indices and weights (one coalesced load per bag, not one per lane), gathers
    the [BAGS, UNROLL, BLOCK_D] rows (BAGS*UNROLL independent rows in flight, 16-byte vectors along D, bf16 converted to
    fp32 in registers) and adds the weighted rows into a [BAGS, BLOCK_D] fp32 accumulator; each bag is stored once. For
-   padded D <= 32 (D = 32 bf16: 64 B rows), 32 bags share a program: on the H200 small_dim_bf16_d32 took 1.32 ms at 8
-   bags, 0.45 ms at 16 and 0.29-0.34 ms at 32 (benchmarks/runs/round7/tune_memory_bound.json); wider rows keep a
+   padded D <= 32 (D = 32 bf16: 64 B rows), 32 bags share a program:
+   wider rows keep a
    2048-element [BAGS, UNROLL, BLOCK_D] tile. Row addresses are int64 (indices * stride: 20M x 128 = 2.56e9 elements
    exceeds 2^31).
 3. ``_embedding_bag_tail_kernel``: lookup-balanced long bags. The bag kernel processes at most LONG = 256
@@ -37,37 +41,9 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
-Every workload beats the best baseline. small_dim_bf16_d32 was 0.63x at 8 bags per program and is 3.06x at 32.
-
-Why the roofline fractions are low (SASS compiled for sm_90a by Triton 3.6 on a CPU with the JIT's 16-byte
-divisibility; skew statistics from a CPU draw of the catalog inputs, seed 0; no profiler was run, so claims about the
-memory system are marked "likely"). The fractions use the JSON's floors, which take the round-7 rerun's copy rate
-(4.21 TB/s, benchmarks/runs/round7/bench_changed_tasks.json), 1% above the 4.17 TB/s of the floor column above.
-
-- small_dim_bf16_d32 (0.55): 64-byte rows. The timing rotation alternates catalog sets with repeats_positive sets (a
-  third of each bag's lookups re-read its first row); the 168 calls split 84/84 and the median falls between the two
-  groups. On catalog inputs alone the shipped configuration (32 bags, 8 lookups per step) took 0.3385 ms in the
-  round-7 sweep (benchmarks/runs/round7/tune_memory_bound.json): 1.99 TB/s of cost-model bytes, 0.47 of the floor,
-  against 3.46 TB/s for dlrm_fp32_d128's 512-byte rows. Requests in flight are not short: the bag kernel uses 95
-  registers (5 programs of 4 warps per SM) and each step gathers 256 rows (16 KB) per program, up to 10.8 MB across
-  the GPU, 2.6x the 4.2 MB that 4.21 TB/s needs at 1 us latency; in the sweep 512 rows per step (32 bags x 16) gained
-  only 3.5% (0.3268 ms). Rows are 64-byte aligned, so each costs exactly 2 sectors of one 128-byte line: no sector
-  waste in L2. What is left is DRAM, likely one of two: random 64-byte rows get 64 useful bytes per DRAM page opened
-  (dlrm's get 512), or the L2 fills 128 bytes per 64-byte row, which would make a catalog call move ~1.21 GB (3.6
-  TB/s, dlrm's level). ncu's dram__bytes_read.sum per call (~0.64 GB against ~1.18 GB) would tell them apart.
-- skewed_bags_zipf (0.11): the floor charges only the 660,050 distinct rows (338 MB), as if every repeat were free;
-  the kernel still gathers all 4,194,304 rows (2.15 GB through L1/L2), 2.34 TB/s of rows in 0.918 ms. An LRU model of
-  a 60 MB L2 over the lookup stream gives 78% hits (0.92 M misses, 472 MB), so HBM moves ~0.56 GB (~0.6 TB/s):
-  neither HBM nor, likely, L2 bandwidth bounds it. The time goes to dependent gathers with few rows in flight. The
-  bag kernel (2 bags x 8 lookups per step, 56 registers) runs 212,804 steps using 62% of their row slots (bags of
-  unequal length share a program; a program holding a long bag's 256-lookup head runs 32 steps, the mean is 6.5).
-  The tail kernel's 528 programs (4 per SM, 4 warps each) take the 2,068 items of the 64 long bags (2.08 M lookups); the
-  busiest runs 256 steps of 16 rows (8 KB), each an index load, then the dependent gather, then three barriers for
-  the cross-warp sum, with nothing prefetched (SASS): at most 4.3 MB in flight GPU-wide. At an assumed 1-2 us per
-  step the tail alone takes 0.26-0.51 ms, and it starts only after the bag kernel drains (stream order). nsys
-  per-kernel times and ncu's L2 hit rate and DRAM bytes would confirm the split.
-- All three: every call first runs the one-program index probe (a fully unrolled 2048-key sort: 9,216 SASS
-  instructions per warp, 1,794 shuffles, 43 barriers); its time was not measured (likely a few us).
+Every workload beats the best baseline.
+skewed_bags_zipf's floor charges only the distinct rows, as if every repeat were free.
+Investigation notes: references/embedding_bag/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Expert Triton reference for ``flash_attention_fwd``: FlashAttention-2 forward with GQA, causal or not, and LSE.
 
+Guidance implemented (tasks/flash_attention_fwd/task.yaml): L1.online-softmax-tiling, L1.causal-block-skipping,
+L2.q-block-ownership, L2.gqa-l2-reuse, L2.causal-load-balance, L3.exp2-scale-fold, L3.bf16-p-tensor-core,
+L3.tile-pipeline-config.
+
 q [B, Hq, S, D], k and v [B, Hkv, S, D] (bf16; fp16 only for the CPU smoke) give o [B, Hq, S, D] in q's dtype and
 lse [B, Hq, S] fp32 (natural log). Query head h reads KV head h // G, G = Hq / Hkv.
 

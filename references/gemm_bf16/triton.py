@@ -1,5 +1,8 @@
 """Expert Triton reference for ``gemm_bf16``: C = A @ B^T, A [M, K] and B [N, K] K-contiguous, fp32 accumulation.
 
+Guidance implemented (tasks/gemm_bf16/task.yaml): L1.tiled-tensor-core, L1.grouped-tile-order, L2.smem-pipeline,
+L2.persistent-tiles, L2.epilogue-store, L3.tma-descriptors, L3.tile-config-autotune, L3.k-loop-no-masks.
+
 Both paths share the design and the index math:
 
 - Output tiles of 128x128 to 128x256 (BK = 64) computed on tensor cores with ``tl.dot`` into an fp32 accumulator
@@ -37,16 +40,10 @@ benchmarks/references_h200.json, 2026-11-30).
 lm_head_vocab beats its floor (fraction 1.05): the bf16 rate is torch.mm's best at 8192^3, not the hardware peak.
 Below the best baseline: square_8k (0.98x of eager F.linear's 1.43 ms).
 down_proj_long_k is marked incorrect: in the timed rechecks 27 of 111 calls returned one element (of 33.5M) out of
-tolerance, while every correctness trial passed. The recheck compares the first output for each rotated input set with
-the float64 reference and later ones bit for bit, so this is one element of one of the four rotated sets (27 ~ 111/4),
-the same on every call: a deterministic error, not a race. Audited on three more seeds x three draws
-(benchmarks/runs/round7/audit_gemm_bf16/), both this kernel and cuBLAS pass with the same worst share of the tolerance:
-0.62 on "normal" and 0.77-0.82 on "row_col_scaled" (rows and columns scaled by up to 2^4 each), i.e. about one bf16 ulp.
-fp32 accumulation on the CPU, rounded once, stays at 0.39 (half an ulp) with an accumulation error below 4e-4 on the
-largest-scaled rows and columns, so the GPU's extra half ulp most likely comes from the tensor cores' accumulation,
-which cuBLAS shares; the one failing element is most likely the tail of that distribution, not a kernel bug. Not
-resolved: it needs the failing input set, or a tolerance that allows ~1.3 bf16 ulps. Its time, 2.40 ms, is as measured
+tolerance, while every correctness trial passed.
+Its time, 2.40 ms, is as measured
 (eager 2.51 ms, torch.compile 2.53 ms); the benchmark reports no fraction or speedup for it.
+Investigation notes: references/gemm_bf16/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Expert Triton reference for ``gemm_fp8_blockwise``: C = sum_kb (A_kb @ B_kb^T) * a_s[:, kb] * b_s[n//128, kb],
 A [M, K] and B [N, K] float8_e4m3fn (K-major), a_s [M, K/128] and b_s [N/128, K/128] fp32, C bf16.
 
+Guidance implemented (tasks/gemm_fp8_blockwise/task.yaml): L1.per-block-promotion, L1.native-fp8-mma,
+L2.bk-equals-scale-block, L2.grouped-persistent, L2.skinny-m-parallelism, L3.k-major-operands, L3.deep-pipeline-tma,
+L3.imprecise-acc-guard.
+
 The design (every path shares it):
 
 - Per-block promotion with BK = 128, the scale granularity: each K iteration computes a fresh fp8 ``tl.dot``
@@ -41,14 +45,13 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/references_h200.json, 2026-11-30).
 Below the best baseline: dsv3_dense_up (0.70x of torch.compile's 823 us), dsv3_dense_down_long_k (0.70x of
 eager's 1.71 ms). No tile, stage or warp configuration changed that on the H200 (24 swept,
-benchmarks/runs/round7/tune_gemms_topk.json: 2.43-2.49 ms at dsv3_dense_down_long_k). The sm_90a PTX shows why:
-per 128-deep K block Triton 3.6 issues four m64n128k32 WGMMAs, commits them, and waits for them
-(``wgmma.wait_group 0``) before the promotion FMAs, so the tensor cores idle while the scales are applied; with
-the K loop unrolled by two it still waits after each block (and needs 288 KB of shared memory at 4 stages). The
-per-block wait comes from the fresh ``tl.dot`` that the ~14-bit accumulator requires; overlapping it needs two
+benchmarks/runs/round7/tune_gemms_topk.json: 2.43-2.49 ms at dsv3_dense_down_long_k).
+Triton 3.6 waits for each K block's WGMMAs before the promotion FMAs (the sm_90a PTX, in NOTES.md).
+The per-block wait comes from the fresh ``tl.dot`` that the ~14-bit accumulator requires; overlapping it needs two
 consumer warpgroups taking turns (as DeepGEMM does); Triton's warp specialization was not tried here.
 
 decode_m32 is bound by streaming B (132 MB), the other two by the fp8 tensor cores.
+Investigation notes: references/gemm_fp8_blockwise/NOTES.md.
 """
 
 from __future__ import annotations
