@@ -391,3 +391,30 @@ def kernel(x):
     assert run("reciprocal_multiply", src).passed is True
     unreduced = src.replace("tl.sum(tl.exp(x), axis=0)", "1.0")
     assert run("reciprocal_multiply", unreduced).passed is False
+
+
+def test_tensor_core_tile_size_counts_when_asked():
+    """Issue 16: ``min_tile`` refuses a K loop whose accumulator stays 64x64 in every launch, accepts one where an
+    autotune config reaches 128 in both dimensions, and does not hold a size it cannot resolve against the kernel."""
+    src = HEAD + """
+@triton.jit
+def k(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kk in range(0, K, BK):
+        acc = tl.dot(tl.load(a_ptr + kk), tl.load(b_ptr + kk), acc)
+    tl.store(c_ptr, acc)
+
+def kernel(a, b):
+    k[(1,)](a, b, a, a.shape[1], BM=64, BN=64, BK=32)
+"""
+    small = run("tl_dot_in_k_loop", src, min_tile=128)
+    assert small.passed is False and "64x64" in small.reason
+    assert run("tl_dot_in_k_loop", src).passed  # without min_tile the size is not looked at
+    assert run("tl_dot_in_k_loop", src.replace("BM=64, BN=64", "BM=128, BN=256"), min_tile=128).passed
+    assert run("tl_dot_in_k_loop", src.replace("BM=64, BN=64", "BM=128, BN=64"), min_tile=128).passed is False
+    tuned = src.replace("@triton.jit", """@triton.autotune(configs=[triton.Config({"BM": 64, "BN": 64}),
+                               triton.Config({"BM": 128, "BN": 128})], key=["K"])
+@triton.jit""").replace(", BM=64, BN=64, BK=32)", ", BK=32)")
+    assert run("tl_dot_in_k_loop", tuned, min_tile=128).passed
+    unresolved = src.replace("BM=64, BN=64", "BM=a.shape[0], BN=64")
+    assert run("tl_dot_in_k_loop", unresolved, min_tile=128).passed

@@ -4,18 +4,23 @@ paths, ``cp.async`` and TMA, low-precision dot operands."""
 from __future__ import annotations
 
 from d2kgrade.static.checkutil import as_list, code, matches, span
-from d2kgrade.static.dataflow import flow
+from d2kgrade.static.dataflow import Flow, flow
 from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Expr, Function
 from d2kgrade.static.lower import dtype_of
+from d2kgrade.static.patterns.mma import mma_values
 from d2kgrade.static.patterns.names import CP_ASYNC, CUDA_MMA_ASM, CUDA_MMA_CALLS, DOTS
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
 @check("tl_dot_in_k_loop")
-def tl_dot_in_k_loop(facts: Facts, lang: str, *, acc_dtype: str | None = "fp32") -> CheckResult:
+def tl_dot_in_k_loop(facts: Facts, lang: str, *, acc_dtype: str | None = "fp32",
+                     min_tile: int | None = None) -> CheckResult:
     """``tl.dot`` inside a loop accumulating into a loop-carried tile (``acc = tl.dot(a, b, acc)`` or
     ``acc += tl.dot(a, b)``), with the accumulator created as ``acc_dtype`` before the loop
-    (``tl.zeros([BM, BN], dtype=tl.float32)``; ``null`` skips the dtype test)."""
+    (``tl.zeros([BM, BN], dtype=tl.float32)``; ``null`` skips the dtype test). With ``min_tile``, both
+    dimensions of the accumulator reach it in some launch or autotune config (128: a 64x64 tile loads twice the
+    bytes per FLOP of a 128x128 one); sizes the analysis cannot resolve are not held against the kernel."""
     fl = flow(facts)
     best = "no tl.dot in reachable kernels"
     for fn in code(facts, "triton"):
@@ -50,13 +55,32 @@ def tl_dot_in_k_loop(facts: Facts, lang: str, *, acc_dtype: str | None = "fp32")
                     if acc_dtype is not None and dt != acc_dtype:
                         best = f"tl.dot accumulates into {var}, created as {dt or 'an unknown dtype'}, not {acc_dtype}"
                         continue
+                    small = _small_tile(fl, facts, fn, values, min_tile) if min_tile else None
+                    if small is not None:
+                        best = f"tl.dot accumulates into {var}, whose tile is at most {small}, below {min_tile}"
+                        continue
                     loop = fn.loop(lid)
                     return found(f"tl.dot accumulates into loop-carried {var} ({dt or 'any dtype'}) in {fn.name}",
                                  [span(d, "tl.dot"), Span(inits[0].line, inits[0].end_line, "accumulator")
                                   if inits else span(d), span(loop, "K loop")], 0.9)  # type: ignore[arg-type]
-            if "created as" not in best:
+            if "created as" not in best and "below" not in best:
                 best = f"tl.dot at line {d.line} does not accumulate into a loop-carried value"
     return missing(best, confidence=0.85)
+
+
+def _small_tile(fl: Flow, facts: Facts, fn: Function, inits: list[Expr], min_tile: int) -> str | None:
+    """``"BMxBN"`` (the largest known sizes) when the accumulator's ``tl.zeros`` shape has a dimension whose known
+    values all stay below ``min_tile``; None when it reaches it or a size is unknown."""
+    for v in inits:
+        shape = v.kw("shape", 0) if v.kind == "call" and v.op in ("tl.zeros", "tl.full") else None
+        if shape is None or shape.kind != "tuple" or len(shape.args) != 2:
+            continue
+        dims = [mma_values(fl, facts, fn, d) for d in shape.args]
+        if any(not vals or None in vals for vals in dims):
+            return None
+        top = [max(v for v in vals if v is not None) for vals in dims]
+        return f"{top[0]}x{top[1]}" if min(top) < min_tile else None
+    return None
 
 
 @check("cuda_tensor_core")
