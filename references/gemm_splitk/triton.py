@@ -1,6 +1,9 @@
 """Expert Triton reference for ``gemm_splitk``: C = A @ B^T for skinny M (decode) or small M x N with long K,
 A [M, K] and B [N, K] K-contiguous, fp32 accumulation, output in A's dtype (bf16 on every catalog workload).
 
+Guidance implemented (tasks/gemm_splitk/task.yaml): L1.split-k-parallelism, L1.bandwidth-roofline,
+L2.partial-reduction, L2.small-m-tiles, L2.stream-k, L3.swap-ab, L3.stream-hints-pipeline, L3.zero-and-cast-fusion.
+
 For small M the op is bound by streaming B (N*K*2 bytes) once from HBM; the work is to get enough CTAs streaming
 at once and to read every byte of B exactly once. Three kernels share one fp32 reduction epilogue:
 
@@ -30,15 +33,9 @@ Workspace and counters are cached per device and assume calls on one stream at a
 
 Loads: B with evict_first, A with evict_last, BK = 128 (256 on the GEMV), 4 pipeline stages (cp.async ring; 32-64 KB of
 B in flight per CTA). K tails are masked only when K % BK != 0 (``EVEN_K``); rows past M/N re-read a valid row (index
-modulo M/N) and are dropped by the masked store. Compiled for sm_90a on a CPU host with Triton 3.6's ptxas: the
-pipelined loads become cp.async.cg (L1 bypass, which is what evict_first asks of B), but the 3.6 pipeliner drops the
-eviction hints themselves; the reduction is atom.global.relaxed.add.v4.f32 plus an acq_rel ticket; swap-AB and Stream-K
-tiles run on wgmma. With the current tiles (specialized as at launch): 48 registers and 80 KB of shared memory for the
-M = 16 swap-AB kernel, 122 and 49.5 KB for the GEMV, 165 and 192 KB for the M = 64 swap-AB kernel; no spills.
+modulo M/N) and are dropped by the masked store.
 
-Numerics (CPU, interpreter, against float64): the worst element uses <= 0.06 of the fp16 tolerance on the smoke
-shape (splitk path, S = 3) and 0.38-0.51 of the bf16 tolerance on the GEMV path in bf16, most of which is the
-interpreter's truncating fp32 -> bf16 cast (the exact int_valued draw reaches 0.74 through it alone). On the
+Numerics: On the
 "cancelling" draw, split partials or a running sum rounded to 16 bits fail the tolerance by 2-12x. On the H200
 (benchmarks/tolerance_audit_h200.json) the worst element uses 0.22-0.52 of the bf16 tolerance across the catalog
 workloads (cuBLAS through A @ B.T: 0.38-0.52).
@@ -64,43 +61,9 @@ CUDA-core GEMV streams B at 2.8 TB/s where cuBLAS reaches 3.0, and no BN/BK/spli
 batch64_square 0.95x (49.1 vs 46.6 us), wgrad_long_k 0.69x (289 vs 200 us). At M = 256 the split-K tiles reach
 0.62 of the compute floor where cuBLAS reaches ~0.9; Stream-K at 128 x 128 was slower still (359 us). Closing it
 needs a warp-specialized, TMA-fed pipeline on M = 256, beyond what the swept configurations give.
-
-Why the roofline fractions are low. The figures below come from the kernels compiled for sm_90a on a CPU host (Triton
-3.6 and its ptxas, with the launch's specializations: M = 1 as a constant, sizes and strides divisible by 16; PTX and
-ptxas -v read), from the tune sweeps in benchmarks/runs/round7, and from the JSON's cuBLAS times (eager_ms).
-
-* decode_m1, decode_m16_down and batch64_square (0.66-0.67, HBM-bound) stream B at 2.77, 2.81 and 2.78 TB/s (bytes /
-  time). cuBLAS reaches 3.01, 2.79 and 2.93 TB/s on the same shapes, 12-14 us above the same floors. The tiles are not
-  the cause. None of the 31 GEMV configurations swept at decode_m1 beat 47.5 us (tune_decode_splitk*.json). BN = 32,
-  BK = 256 held 48.7-51.3 us from S = 2 to 16, i.e. from 512 to 4096 programs, with no wave-quantization step. At
-  decode_m16_down the 26 swept tiles gave 40.9 us at best. Bytes in flight are not the cause either. The GEMV has 122
-  registers and 50,688 B of shared memory, so 4 CTAs fit per SM: 528 slots for its 512 programs, one wave. It loads B
-  by 16-byte cp.async.cg in 16 KB stages with 2-3 in flight, 128-192 KB per SM. Swap-AB at M = 16 has 48 registers and
-  80 KB, and runs 128 programs, one per SM (4 SMs idle), with 32-48 KB of B in flight. At M = 64 it has 165 registers
-  and 192 KB, one per SM, with 64-96 KB in flight. An SM needs ~32 KB in flight for its share of 4.17 TB/s at a ~1 us
-  round trip. At decode_m16_down, S = 4 (two CTAs per SM) ran 41.1 us against 41.5 us for S = 2. The split-K reduction
-  is not the cause either. The fp32 atomics, read-back, re-zeroing and C store are 0.15 MB, 1.2 MB and 9.4 MB of L2
-  traffic (0.1%, 1% and 7% of the bytes). What is left is ~14-16 us per call (cuBLAS: 12-14 us). Its likely parts: the
-  timing harness's zeroing L2 flush leaves dirty lines that the call writes back (2.9-4.2 us on the softmax reference,
-  benchmarks/runs/timing_study_h200.json); launch, first-byte latency and drain (a few us); the last program of each
-  tile reading the workspace back after its ticket (two or three dependent L2 round trips at the end); and a read rate
-  below 4.17 TB/s over 118-136 MB. To confirm: sweep N at fixed K (the intercept is the per-call cost, the slope the
-  streaming rate), compare nsys kernel durations with the event interval, and read dram__bytes_write.sum in ncu during
-  the GEMV.
-* wgrad_long_k (0.62, MMA-bound) does 137.4 GFLOP in 289 us, 476 TFLOP/s; cuBLAS does 688 (0.91 of 754). Each program
-  is one warpgroup (4 warps, 165 registers, no spills) computing a [BN = 128, BM = 64] tile. That takes 16
-  wgmma.mma_async m64n64k16 per BK = 128 step (two 64-row halves x 8 k-steps), with both operands read from shared
-  memory and wgmma.wait_group 1 (one step's MMAs in flight). Operands arrive by cp.async.cg (24 16-byte copies per
-  thread per stage) into a 4-buffer ring of 196,608 B, so one CTA fits per SM. Every step runs cp.async.wait_group and
-  bar.sync. There is no TMA (no cp.async.bulk.tensor or mbarrier) and no warp specialization: the same 128 threads
-  wait for data, issue the MMAs and issue the next loads. 256 programs make 2 waves of 132 and 124 (~3% idle). Each
-  step fills 48 KB of shared memory for 2.1 MFLOP (42.7 FLOP/B). That is 3.22 GB from L2 in all, 11.1 TB/s at 289 us,
-  and would be 17.7 TB/s at the 182 us floor; a 128 x 256 tile would need 8.8. In shared memory, an m64n64k16 with
-  both operands there reads 4 KB per 131k FLOP (0.031 B/FLOP), and the fills add 0.023. At the nominal 128 B/clk and
-  4096 dense bf16 FLOP/clk per SM, that caps this tile near 0.57 of the tensor peak at any clock. HBM is not the
-  limit: 572 MB in 289 us is 1.98 TB/s. So the likely limit is the operand traffic of a small-N wgmma tile fed by one
-  synchronous warpgroup. To confirm: read shared-memory and L2 throughput and tensor-pipe utilization in ncu, and time
-  BM = 128-256 (wgmma n128-n256) with two consumer warpgroups and a TMA producer warp.
+The HBM-bound three stream B at 2.77-2.81 TB/s (cuBLAS 2.79-3.01); wgrad_long_k is likely held by the operand
+traffic of a small-N wgmma tile fed by one synchronous warpgroup (NOTES.md).
+Investigation notes: references/gemm_splitk/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Expert Triton reference for ``grouped_gemm_moe``: Y[o_e:o_{e+1}] = X[o_e:o_{e+1}] @ W[e]^T for every expert e,
 X [T, K] sorted by expert, W [E, N, K], expert_offsets o [E+1] int32, fp32 accumulation.
 
+Guidance implemented (tasks/grouped_gemm_moe/task.yaml): L1.flattened-tile-schedule, L1.rows-by-offsets,
+L2.persistent-expert-major, L2.decode-weight-stream, L2.device-side-metadata, L3.int64-expert-base,
+L3.tma-per-expert, L3.config-by-rows.
+
 One launch, no host synchronization, no padding:
 
 - Flattened tile schedule built on the device: every program loads expert_offsets once (E+1 int32, before its
@@ -44,41 +48,9 @@ decode_fine_grained beats its floor (fraction 1.02): the copy rate is the best o
 
 mixtral_prefill is bound by the tensor cores; decode_fine_grained by streaming the touched experts' weights; the
 two middle workloads sit near the ridge (their HBM floors are not far below the compute floors).
-
-Why the roofline fractions are low:
-
-mixtral_prefill (0.99 with ~3 % of its MMA rows padding) shows the K loop itself runs at the dense rate;
-fine_grained_prefill and skewed_routing lose to the causes below. Facts come from the cost model, from routings
-drawn with the task's law on a CPU (20 seeds; the timed GPU draw differs) and from compiling
-``_grouped_gemm_kernel`` for sm_90a on a CPU (Triton 3.6); "likely" marks what needs a GPU profile.
-
-- Both sit just above the ridge (754 / 4.17 = 181 flop/B): 198 and 211 flop/B, W being 805 MB (128 x 6.3 MB) and
-  738 MB (64 x 11.5 MB) of their 1.04 and 0.90 GB. Reaching the compute floor means streaming HBM at 91 % / 86 % of
-  the copy rate while the tensor cores run flat out; the measured times carry 2.54 / 2.17 TB/s and 504 / 457
-  TFLOP/s, between the floor and the no-overlap sum (523 / 466 us). torch._grouped_mm (CUTLASS) gets 0.62 / 0.57.
-- Row tiles: T // E = 256 puts both in the small-prefill bucket (BM = 64 or 128). Rounding each expert up to whole
-  tiles, sum_e cdiv(rows_e, BM) * BM / T is 1.12 at BM = 64 (1.10-1.13 over the seeds) and 1.24-1.27 at BM = 128, so
-  fine_grained_prefill's MMA floor on padded rows is 307 us (BM = 64) or 340 us (BM = 128), and it runs at 0.75 / 0.83
-  of that.
-- Skew in time (skewed_routing): at N = 2816, K = 2048 an expert needs 214 rows to be compute-bound, and ~51 of the
-  64 experts (the coldest, ~3.8k of the 16.4k rows) have fewer: each streams 11.5 MB of weights for <= 214 rows.
-  The expert-major order runs them as one tail after the hot experts (expert 0, ~4.8k rows, comes first), so their
-  weight streaming likely overlaps little with the hot experts' MMAs (only ~3-12 cold experts fit in the 264-tile
-  window). Summed per expert, max(compute_e, bytes_e) gives 342 us (350 us with BM = 64 padding) against the global
-  251 us; the measured 414 us is 0.83 of that. (fine_grained_prefill: 228 rows needed, ~4 experts fall short, so
-  its per-expert sum equals its global floor.) Interleaving hot and cold experts' tiles is an untested fix.
-- Fixed cost per tile: in the flattened loop's PTX a tile's first step runs the expert lookup as 4 CTA-wide
-  reductions (redux.sync, shuffles, 12 bar.sync) and its last drains the MMAs (``wgmma.wait_group 0``) before a
-  pointer epilogue of 8 ``st.global.v4`` per thread (a TMA store would overwrite the next expert's rows). A 64 x 128
-  tile at K = 2048 is 33.5 MFLOP over 32 K steps, a quarter of mixtral_prefill's 128 x 128 x 4096 tile (134 MFLOP,
-  64 steps), so these costs weigh 4x more per flop (likely a few %; ncu's tensor-pipe activity would measure it).
-- Occupancy: the launcher starts 2 programs per SM (264). 64 x 128 x 64 (4 warps, 4 stages) takes 106,528 B of
-  shared memory and 144 registers, so 2 fit; 64 x 256 x 64 (139,288 B) and 128 x 128 x 64 (163,872 B) fit 1, so
-  half the persistent programs would start only when the first half ends, each half sweeping every expert (W likely
-  read from HBM twice). The autotuner's pick is not recorded (TRITON_PRINT_AUTOTUNING=1 would show it).
-- Not the cause: tiles versus SMs. ~6,890 (fine_grained_prefill) and ~6,280 (skewed_routing) 64 x 128 tiles over
-  264 programs are 26.1 and 23.8 each, so the last round costs <= 4 %, and the skew does not unbalance programs:
-  each takes every 264th tile of the flattened list, whatever expert it belongs to.
+fine_grained_prefill and skewed_routing trail through padded row tiles, a cold-expert tail and per-tile fixed
+costs (NOTES.md).
+Investigation notes: references/grouped_gemm_moe/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Expert Triton reference for ``histogram``: counts[v] = #{i : x[i] == v}, x [N] int32 in [0, NB), counts int32.
 
+Guidance implemented (tasks/histogram/task.yaml): L1.privatize-then-merge, L1.contention-aggregation,
+L2.persistent-grid, L2.strategy-by-bins, L2.per-warp-copies, L3.vector-loads-unroll, L3.no-return-atomics,
+L3.sparse-staggered-merge.
+
 Two paths, picked by the launcher from the number of bins:
 
 - ``private`` (NB <= 1024): a persistent grid of 2 programs per SM grid-strides over the keys in 8192-key tiles
@@ -27,34 +31,9 @@ vocab_bins   67108864 / 131072          64.5 us  739 us, 0.09, 1.45x / 1.45x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
-
-Why the roofline fractions are low (from the SASS of both kernels, compiled for sm_90a by Triton 3.6 on a CPU with the
-JIT's 16-byte divisibility of pointers and N; no profiler was run, so pipe-level claims are marked "likely"):
-
-- uniform_256, hot_bin_256 (0.25): bound by instructions, not by HBM or atomics. The two take the same time (1.0140
-  and 1.0139 ms) although 90% of one's keys hit bin 0: the ballot histogram does the same work for any keys, and the
-  global merge is at most 256 atomics per program (67,584 per call). 1.01 ms is 265 G keys/s (1.06 TB/s of keys),
-  1.01 keys per SM per clock at 1.98 GHz; reading at copy speed (the 0.258 ms floor) needs 4. The private loop is
-  1,826 SASS instructions per warp per 8192-key tile (1,024 keys per warp; 8 LDG.128 per thread, 64 registers). Per
-  32 keys: 8 VOTE (a ballot per bit of the slot), 8 POPC (the 8 bins a lane owns), ~26 LOP3, 7 SHF. That is 1.78
-  warp instructions per key: at 4 issued per clock per SM the loop needs >= 0.46 ms, and its 37.6 integer-ALU lane
-  operations per key (LOP3, SHF, IADD3, ISETP) need >= 0.60 ms on the 64 INT32 lanes of a Hopper SM. The 8 POPC per
-  key likely run at 16 per clock per SM (CUDA guide table for sm_90; >= 0.51 ms alone), so ALU + POPC give 0.60-1.1 ms
-  depending on overlap, bracketing the measured 1.01 ms; ncu's pipe utilization (sm__inst_executed_pipe_alu, issue
-  active) would confirm. The ballot lowering costs about (NB/32) * log2(NB) lane operations per key; reaching the
-  floor needs <= 16 integer lane operations per key.
-- vocab_bins (0.09): bound by global atomics in L2, not by reading keys. The global loop is 567 SASS instructions per
-  warp per tile (0.55 per key: issue would allow ~7 keys per SM per clock; the run does 0.35) with 32 REDG.E.ADD per
-  thread, each a warp-wide scatter of 32 adds that almost always hit 32 different 32-byte sectors of the 512 KB counter
-  array (which stays in L2). 67.1 M adds in 0.739 ms are 90.9 G atomic updates/s (46 per clock GPU-wide at 1.98 GHz)
-  while the keys stream at only 0.36 TB/s; the cost model charges the 4-byte key read and none of the 67 M L2
-  read-modify-writes. That this is the L2 atomic units' rate is likely, not measured (ncu lts__t_requests_op_red and
-  L2 throughput would show it); torch.bincount's global atomics reach 62.9 G/s (1.07 ms). Measurement caveat: x (268
-  MB) is under the 1 GiB huge-input size, so the timing rotation alternates catalog keys with the hot_tail_runs draw
-  (a quarter of the keys sent to bin NB-1, sorted in runs of 1024, so whole warps add to one counter); the 12.2 ms
-  iqr means about a quarter of the 29 calls took >= 12 ms, likely those. 14 or 15 of the 29 calls were catalog (2 or
-  4 sets), so the 0.739 ms median sits at the edge of the catalog group: likely a uniform-key time, to be re-timed on
-  catalog keys alone. uniform_256 and hot_bin_256 are exactly 1 GiB and not rotated: all their calls see catalog keys.
+uniform_256 and hot_bin_256 are bound by instructions (the ballot histogram), vocab_bins by global atomics in L2;
+vocab_bins' median is to be re-timed on catalog keys alone (its timing rotation mixes in hot_tail_runs; NOTES.md).
+Investigation notes: references/histogram/NOTES.md.
 """
 
 from __future__ import annotations

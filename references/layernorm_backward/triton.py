@@ -1,5 +1,9 @@
 """LayerNorm backward in Triton: dx row by row, dw and db through a deterministic two-stage column reduction.
 
+Guidance implemented (tasks/layernorm_backward/task.yaml): L1.closed-form-dx, L1.two-stage-param-grads,
+L2.persistent-row-groups, L2.wide-row-accumulators, L2.stage2-coalesced, L3.fp32-accumulators, L3.vector-io-hints,
+L3.group-count.
+
 With xhat = (x - mean) * rstd and g = dy * w, the input gradient is row-local,
 dx = rstd * (g - c1 - xhat * c2) with c1 = mean_N(g) and c2 = mean_N(g * xhat), while dw = sum_rows(dy * xhat)
 and db = sum_rows(dy) reduce over all M rows. Stage 1 is a persistent grid of G programs, the SM count times the
@@ -12,6 +16,7 @@ Stage 1 has two variants:
 * ``_layernorm_bwd_rows_kernel`` (N <= 8192): the whole row is in registers, as a [ROWS, BLOCK_N] tile, and the
   dw/db partials are fp32 register tiles of the same shape, summed over rows once, after the loop. w is loaded
   once per program.
+
 * ``_layernorm_bwd_wide_kernel`` (N > 8192): x, dy, w and 2*N fp32 partials no longer fit in registers (at
   N = 16384 the partials alone are 128 KB), so each row block is processed in BLOCK_N column tiles: sweep 1
   computes c1 and c2, sweep 2 re-reads x and dy (L2 hits: they were loaded with evict_last), writes dx and
@@ -40,40 +45,9 @@ The last column comes from the round-7 rerun of this task (``reruns`` in the JSO
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline: many_rows_n1024 0.996x of torch.compile's 263 us (within 1%). wide_few_rows beats it
 (1.08x; 0.88x at 2 rows per step), with its partial buffer (above) adding ~17% to the floor's bytes.
-
-Why the roofline fractions are low. The figures below come from the two kernels compiled for sm_90a on a CPU host
-(Triton 3.6 and its ptxas, with the launch's specializations; PTX and ptxas -v read), from byte counts of the grids,
-and from the table's times. An SM gets 1/132 of 4.17 TB/s, so at a ~1 us HBM round trip it must keep ~32 KB in flight
-(Little's law).
-
-* llama_8k (0.68) is limited by a latency-bound row loop, not by bytes. The rows kernel (ROWS = 1, BLOCK_N = 8192, 16
-  warps) uses 128 registers with no spills. 128 x 512 threads fill the whole 64K register file, so there is one
-  program per SM (G = 132, 124-125 rows each). Per row, each thread issues four 16-byte loads (32 KB of dy and x per
-  SM). Then come 6 bar.sync for the two row reductions, then the dx store. There is no cp.async, and no load of the
-  next row is issued before these barriers, so the SM alternates between waiting on HBM and reducing. It spends 2.27
-  us per row (282 us / 124 rows, 14.4 GB/s of reads per SM) where the floor allows 1.56 us. One round trip, plus
-  moving 32 KB at the SM's share (~1 us each), plus the reductions, all unoverlapped, come to about that. This is
-  likely; to confirm, look for long-scoreboard stalls in ncu on kernel 1, or time a variant that loads row i+1 before
-  reducing row i. The other costs are small. The partials add 17.3 MB (2.1%, 4.1 us at the copy rate). The second
-  launch walks G in 3 steps (likely a few us). The timing harness flushes L2 with a zeroing write, which leaves dirty
-  lines that the timed call writes back: 2.9-4.2 us on the softmax reference (benchmarks/runs/timing_study_h200.json,
-  read flush against zeroing flush).
-* wide_few_rows (0.41) pays for traffic through L2 that the floor does not count. Besides the floor's 201.5 MB, the
-  wide path moves 134.2 MB of sweep-2 re-reads of dy and x. It also moves 116.9 MB of partial-row read-modify-write:
-  per 4-row block, 4 column tiles of 32 KB read and 32 KB written, over 512 blocks, with each program's first block
-  write-only. Stage 2 reads another 17.3 MB. That is 470 MB, 2.33x the floor's bytes, or 4.05 TB/s at 116 us: about
-  the copy rate. L2 traffic in this pattern is not much cheaper than HBM traffic. At the same tile, 2 rows per step
-  (134 MB more read-modify-write) took ~26 us longer than 4 rows (tune_memory_bound.json, tune_hints_ab.json), a
-  marginal 5.2 TB/s. That is an upper bound on its cost, since 2-row steps also halve the bytes in flight. The data
-  meant to stay in L2 is 51.9 MB: 132 programs x 4 rows x 2 tensors x 32 KB = 34.6 MB held between the sweeps, plus
-  the 17.3 MB partial buffer. That is 82% of the 60 MiB L2, while 67 MB of dx streams through, so some re-reads likely
-  miss. Without the eviction hints (evict_last on sweep 1 among them) the same configuration took 127.5 us instead of
-  113.6 (tune_hints_ab.json); a sweep 2 that missed every time would add ~32 us. The critical path is serial too.
-  There is one 16-warp program per SM (86 registers), and 116 programs take 4 blocks while 16 take 3 (~3% tail). Each
-  block is 4 sweep-1 steps (64 KB each, 6 bar.sync) and 4 sweep-2 steps. In the PTX, each sweep-2 step issues its
-  partial-row loads after the dx store: two dependent L2 round trips per step. No loads are issued ahead across steps.
-  To confirm on a GPU, read dram__bytes_read.sum in ncu on kernel 1 (134 MB if every re-read hits, up to 268 MB) and
-  the L2 hit rate.
+llama_8k is held by a latency-bound row loop (one 16-warp program per SM, no load of the next row before the
+row's barriers); wide_few_rows by L2 traffic the floor does not count, 2.33x its bytes (NOTES.md).
+Investigation notes: references/layernorm_backward/NOTES.md.
 """
 
 from __future__ import annotations

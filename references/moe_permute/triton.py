@@ -1,14 +1,16 @@
 """Expert Triton reference for ``moe_permute``: top-k routing (softmax renormalized over the k picks) and the
 stable expert-major permutation of the T*k (token, slot) pairs, in three launches with no host synchronization.
 
+Guidance implemented (tasks/moe_permute/task.yaml): L1.counting-sort, L1.fused-router-topk, L2.block-local-ranks,
+L2.row-copy-mapping, L2.hot-expert-contention, L3.vector-row-copy, L3.topk-small-e, L3.no-host-sync.
+
 1. ``_moe_route_kernel``, one program per block of BLOCK_T tokens: the [BLOCK_T, E] logit tile stays in
    registers; k rounds of ``tl.argmax(..., tie_break_left=True)`` with the winner masked to -inf pick the experts
    (lowest index on ties), and the weights are exp2((l - l_max) log2 e) over just the k picks, times the
    reciprocal of their sum (the full softmax denominator cancels). The same pass builds a one-hot [BLOCK_T*k, E]
    tile of the block's pairs: its column sums are the block's per-expert counts, stored as one row of the
    [blocks, E] count matrix (no atomics, so hot experts cost nothing extra), and an inclusive ``tl.cumsum`` down
-   it ranks each pair among the block's earlier pairs of its expert, in (token, slot) order. (The first version
-   counted with ``tl.histogram``; the column sum of the tile the ranks need anyway is one reduction less.) The
+   it ranks each pair among the block's earlier pairs of its expert, in (token, slot) order. The
    rank goes to row_id_map, which the scatter overwrites with the final row. The one-hot tile is capped at 8192
    elements (64 per thread), so BLOCK_T is 4 tokens for E = 256, k = 8 (2048 programs), 8 for E = 128, k = 8
    and 128 for E = 8, k = 2.
@@ -37,33 +39,9 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/references_h200.json, 2026-11-30).
 These rows come from a rerun of this task after the scatter fix (same machine type, same session; ``reruns``
 in the JSON): the full round's run crashed with an illegal address in the scatter kernel.
-
-Why the roofline fractions are low (mixtral_8e_top2 0.70, skewed_128e_top8 0.69). The figures below come from the
-three kernels compiled for sm_90a on a CPU host (Triton 3.6 and its ptxas, with the launch's specializations; PTX and
-ptxas -v read). Bytes are not the cause. Beyond the cost model, the three launches move the ranks stored to row_id_map
-and read back twice, the ids re-read, the [blocks, E] count matrix (written, scanned and gathered in 32-byte sectors)
-and the E totals that each scatter program reads. That is 2.1 MB on mixtral (0.5% of 403.6 MB) and 35.7 MB on skewed
-(2.9% of 1,228 MB), mostly L2 hits; 16.8 MB of it is the 512-byte totals vector read by each of the 32,768 scatter
-programs. The calls run at 2.90 and 2.87 TB/s, and the gap (42 and 133 us) comes from how the time is structured:
-
-* Launch chain: route, scan and scatter run back to back, and each waits for the previous one to drain. Route runs 128
-  programs reading 0.5 MB of logits on mixtral. On skewed it runs 4,096 programs of 8 tokens reading 16.8 MB (4.0 us
-  at the copy rate), each with 8 arg-max rounds over 128 columns and a [64, 128] one-hot cumsum. Scan is 1 program and
-  1 step on mixtral. On skewed it is 16 programs on 16 of the 132 SMs, each walking 4,096 count rows in 32 sequential
-  [128, 8] steps (a 2-stage cp.async pipeline). The copy likely starts a few us in on mixtral and 15-30 us in on
-  skewed (unmeasured; nsys per-kernel times would show it).
-* If those estimates hold, the scatter streams at ~2.9-3.0 TB/s: 402.7 MB on mixtral and 1,208 MB on skewed, 96.6 and
-  290 us at the copy rate. Each program (one per token) makes three dependent round trips before its first row byte,
-  likely L2 hits since the earlier launches wrote the data. First it loads ids, rank and totals. Then it loads
-  base[block, e], whose address needs e. Then come the dest store, a CTA barrier, and the volatile re-read of the H200
-  workaround. After that, each 1024-element chunk costs one round trip: a 2 KB load of X (one 16-byte evict_first
-  vector per thread), then k streaming 16-byte stores, with nothing loaded ahead (no cp.async). With 32 registers
-  (mixtral) and 40 (skewed) at 4 warps, 16 and 12 CTAs fit per SM. By Little's law that is enough: per ~1 us round
-  trip per SM, 16 x (2 KB read + 4 KB written) on mixtral and 12 x (2 + 16 KB) on skewed, against ~32 KB for a 1/132
-  share of 4.17 TB/s. So the shortfall is likely on the DRAM side: a write-heavy stream (2x and 8x the bytes it reads,
-  while the ceiling is a 1:1 copy) of 2 KB row pieces at scattered destinations. This is unmeasured. To check it, read
-  dram__throughput and the read/write bytes of the scatter in ncu, and time a plain 1:2 / 1:8 read:write stream as its
-  own ceiling.
+The calls stream at 2.87-2.90 TB/s; the gap to the floor is the three-launch chain and a likely DRAM-side limit of
+the write-heavy scatter (NOTES.md).
+Investigation notes: references/moe_permute/NOTES.md.
 """
 
 from __future__ import annotations

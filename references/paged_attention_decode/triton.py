@@ -2,6 +2,10 @@
 c_b tokens of sequence b, token t at k_cache/v_cache[block_tables[b, t // P], t % P], query head h reading KV head
 h // G (G = Hq / Hkv).
 
+Guidance implemented (tasks/paged_attention_decode/task.yaml): L1.token-balanced-split, L1.gqa-head-packing,
+L2.page-table-prefetch, L2.merge-only-when-split, L2.online-softmax-over-pages, L3.int64-page-addressing,
+L3.gather-pipelining, L3.exp2-fold.
+
 Decode streams the used pages once (2*Hkv*sum_ctx*D*2 bytes); the design keeps every SM streaming whatever the
 lengths and never copies K/V:
 
