@@ -218,6 +218,10 @@ class EvalResult(Record):
     included)."""
     prebuild_s: float | None = None
     """Seconds of the GPU-less prebuild of a CUDA submission before the evaluation (0 when cached)."""
+    phases: dict[str, float] = {}
+    """Seconds per phase (``start``, ``host_start``, ``ceilings``, ``baselines``, ``calibration``, ``import``,
+    ``correctness``, ``rotation``, ``timing``, ``profile``, ``other``, ``teardown``), from the arrival times of
+    the evaluator's messages: where an evaluation's time goes (:func:`runner.evaluate.phase_split`)."""
     ceilings: dict[str, Any] | None = None
     """This GPU's measured ceilings the roofline floors used (copy bandwidth, matmul rates, MUFU rate)."""
     log: str = ""

@@ -302,6 +302,27 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
     return _aggregate(result, task, outcome, chosen, hidden_wl, ceilings, gpu, dev, source, t0)
 
 
+PHASE_OF = {"ready": "start", "sandbox": "host_start", "ceilings": "ceilings", "baseline": "baselines",
+            "calibration": "calibration", "imported": "import", "import_error": "import", "trial": "correctness",
+            "rotation": "rotation", "timing": "timing", "profile": "profile"}
+"""The phase a worker message closes: the time since the message before it is spent on that phase."""
+
+
+def phase_split(messages: list[tuple[float, dict[str, Any]]], t0: float, end: float) -> dict[str, float]:
+    """Seconds per phase of one evaluation, from the arrival times of the worker's messages (the evaluator sends
+    them in order: ready, sandbox, ceilings, per workload baseline and calibration, import, then per workload
+    trials, rotation or timing, profile): each gap goes to the phase of the message that ends it, the rest to
+    ``other``, and the time after the last message to ``teardown``. Measured in this process, on its clock."""
+    split: dict[str, float] = {}
+    last = t0
+    for arrived, msg in messages:
+        phase = PHASE_OF.get(str(msg.get("kind")), "other")
+        split[phase] = split.get(phase, 0.0) + max(0.0, arrived - last)
+        last = max(last, arrived)
+    split["teardown"] = max(0.0, end - last)
+    return {k: round(v, 4) for k, v in split.items()}
+
+
 def _ram_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -571,7 +592,8 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
             fail(w.result.name, status, f"not run: {message}"[:4000])
     result.workloads = [w.result for w in wls.values()]
     result = _finish(result, t0, status=status, message=message)
-    return redact_result(result.model_copy(update={"wall_s": time.monotonic() - t0}))
+    end = time.monotonic()
+    return redact_result(result.model_copy(update={"wall_s": end - t0, "phases": phase_split(out.messages, t0, end)}))
 
 
 def redact_result(result: EvalResult) -> EvalResult:

@@ -18,8 +18,9 @@ A call is rejected when:
 
 - ``profile.forbidden_op``: an ATen op of the task's ``forbidden_ops`` ran (``aten::_softmax`` for softmax);
 - ``profile.torch_compute``: an op that computes (not in :data:`MOVEMENT_OPS` nor the task's ``glue_ops``) did
-  work of at least a quarter of the largest task tensor: PyTorch did the work (a ghost kernel with a torch
-  fallback, ``torch.exp(x - x.amax(...))``...). Inside an interpreter launch only movement is exempt;
+  work of at least a quarter of the largest output (the evaluator sizes it by the outputs, so a large input the
+  kernel only samples cannot hide it): PyTorch did the work (a ghost kernel with a torch fallback,
+  ``torch.exp(x - x.amax(...))``...). Inside an interpreter launch only movement is exempt;
 - ``profile.recorder_tampered``: the recorder was popped off or pushed down the dispatch-mode stack;
 - ``profile.no_own_kernel``: none of the submission's own kernels (``@triton.jit`` functions and ``__global__``
   functions it defines) ran; on CPU the interpreter's launches are counted instead;
@@ -361,7 +362,7 @@ def judge(summary: dict[str, Any], *, own_names: list[str], forbidden_ops: list[
                               "PyTorch op did the work"))
         elif not is_movement(op, glue) and work >= limit:
             flags.append(Flag(code="profile.torch_compute", message=f"{op} did the work of {work} elements during "
-                              f"the call{where} (the largest task tensor has {data_numel}): PyTorch computed the "
+                              f"the call{where} (the largest output has {data_numel} elements): PyTorch computed the "
                               "result, not the submission's kernels"))
     for op, work in sorted(summary.get("interp_ops", {}).items()):
         if not is_movement(op) and work >= limit:

@@ -61,3 +61,15 @@ def test_the_standard_error_grows_with_the_noise_and_shrinks_with_the_batch(sigm
     _, se_short = clock_estimate(cal, [(40, 500.0, 0.7)])
     _, se_long = clock_estimate(cal, [(400, 1500.0, 0.7)])
     assert se_long < se_short < 0.2 * sigma
+
+
+def test_the_phase_split_gives_each_gap_to_the_message_that_ends_it() -> None:
+    from runner.evaluate import phase_split
+
+    msgs = [(1.0, {"kind": "ready"}), (1.5, {"kind": "sandbox"}), (4.0, {"kind": "baseline"}),
+            (4.5, {"kind": "calibration"}), (6.0, {"kind": "baseline"}), (6.2, {"kind": "import_start"}),
+            (7.0, {"kind": "imported"}), (9.0, {"kind": "trial"}), (9.5, {"kind": "trial"}), (12.0, {"kind": "timing"})]
+    split = phase_split(msgs, 0.0, 12.5)
+    assert split == {"start": 1.0, "host_start": 0.5, "baselines": 4.0, "calibration": 0.5, "other": 0.2,
+                     "import": 0.8, "correctness": 2.5, "timing": 2.5, "teardown": 0.5}
+    assert sum(split.values()) == pytest.approx(12.5)

@@ -221,6 +221,9 @@ def test_the_evaluators_clock_catches_a_host_that_under_reports() -> None:
     assert honest.status == "passed", honest.message
     smoke = honest.workloads[0]
     assert smoke.evaluator_ms is not None and "timing.untrusted" not in {f.code for f in honest.flags}
+    # Where the time went, phase by phase, adds up to the evaluation's wall time.
+    assert {"start", "host_start", "calibration", "import", "correctness", "timing"} <= set(honest.phases)
+    assert sum(honest.phases.values()) == pytest.approx(honest.wall_s, rel=0.02, abs=0.05), honest.phases
     forged = run(path, forge_events=0.1, **kw)
     assert forged.status == "rejected" and "timing.untrusted" in {f.code for f in forged.flags}, forged.message
 
