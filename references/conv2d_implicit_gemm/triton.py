@@ -1,6 +1,10 @@
 """Expert Triton reference for ``conv2d_implicit_gemm``: y[n, p, q, k] = sum_{r, s, c} x[n, p*stride + r - pad,
 q*stride + s - pad, c] * w[k, r, s, c] (NHWC x, KRSC w, NPQK y), zero padding, fp32 accumulation.
 
+Guidance implemented (tasks/conv2d_implicit_gemm/task.yaml): L1.implicit-gemm, L1.rs-outer-c-inner,
+L2.tile-ownership, L2.pipelined-operands, L2.grouped-pixel-order, L3.incremental-masks, L3.tile-config,
+L3.vector-alignment.
+
 The convolution is a GEMM with M = N*P*Q output pixels, N_gemm = K filters and a reduction of R*S*C, computed on
 tensor cores without ever forming the im2col matrix:
 
@@ -42,60 +46,10 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/references_h200.json, 2026-11-30).
 Below the best baseline (cuDNN through F.conv2d) on every workload: resnet_stage_256 (0.72x of torch.compile's
 302 us), vae_decoder_512 (0.76x of torch.compile's 771 us), wide_spatial_c64 (0.52x of torch.compile's 164 us).
-
-Why it trails cuDNN:
-
-Facts below come from compiling ``_conv2d_kernel`` for sm_90a on a CPU (Triton 3.6, every autotune config at each
-workload's shapes: PTX, SASS through cuobjdump, registers, shared memory) and from the H200 config sweep
-(benchmarks/runs/round7/tune_gemms_topk.json); "likely" marks what still needs a GPU profile.
-
-- The floor is not cuDNN's ceiling: cuDNN runs resnet_stage_256 at 1.04 and vae_decoder_512 at 1.06 of the compute
-  floor (302 us, 771 us), since 754 TFLOP/s is torch.mm's best at 8192^3, not the tensor-core peak.
-- A through pointers, B through TMA. Per BK = 64 step each thread issues 4 (8-warp 128 x 128/256 tiles) or 8 (the
-  others) 16-byte ``cp.async.cg`` (LDGSTS), waits at ``cp.async.wait_group num_stages-2``, and the CTA passes 3
-  ``bar.sync`` before the wgmmas read the tile; the filter tile is one ``cp.async.bulk.tensor`` with an mbarrier
-  wait. Triton 3.6 exposes only tiled tensor descriptors (no im2col mode), so every warp computes the gather
-  addresses, the per-(r, s) padding masks and the (r, s, c0) counters: the steady-state loop is 151-154 SASS
-  instructions per warp and K step for the 8-warp 128 x 128/256 tiles and 213-216 for the others, 43-83 of them
-  ISETP/SEL. The MMA side matches gemm_bf16's TMA loop (0.99 of its floor): m64nNk16 wgmmas with both operands in
-  shared memory and ``wgmma.wait_group 1`` (one MMA group in flight); its loop has 4 bar.sync per K step.
-- Latency-bound, not MMA-bound: in the sweep 128 x 128 x 64 with 8 warps takes 0.462 ms (resnet_stage_256) and
-  1.108 ms (vae_decoder_512) at 3 stages (98,328 B of shared memory, 106 registers: 2 CTAs per SM) but 0.658 and
-  1.563 ms at 4 stages (131,104 B: 1 CTA per SM). A deeper pipeline on one CTA loses 1.4x to a shallower one on
-  two: a lone CTA likely stalls on the gather wait + barrier every K step, and a second resident CTA fills those
-  stalls. Every swept 1-CTA config (128 x 256, 256 x 128) is slower than the best 2-3 CTA ones (128 x 128 x 32,
-  4 warps, 4 stages: 65,568 B, 161 registers, 3 CTAs per SM: 0.449 / 1.088 ms).
-- The sweep skipped the autotuner's 4-warp 128 x 128 x 64 and its BN = 64 configs, and the default (0.430 / 1.066 ms
-  in that run) beat every swept one. The pick is not recorded: likely 128 x 128 x 64, 4 warps, 3 stages (98,328 B,
-  191 registers, 2 CTAs per SM); TRITON_PRINT_AUTOTUNING=1 on the H200 would confirm.
-- One program per output tile (not persistent): each tile fills its pipeline and drains into its TMA store alone,
-  over 36 K steps (resnet_stage_256) or 72 (vae_decoder_512). The waves are nearly full (3,136 128 x 128 tiles over
-  264 CTA slots = 11.9 waves; 4,096 = 15.5), so quantization costs 1-3 %.
-- L2 reads: a BM x BN tile pulls (1/BM + 1/BN) bytes per flop into shared memory: 3.70 GB and 9.66 GB at 128 x 128,
-  i.e. 8.8 and 9.5 TB/s at the measured times. gemm_bf16's square_8k sustains at least 8.8 TB/s (12.9 GB in 1.47 ms
-  with its leanest 128 x 256 tile), so L2 may be near binding too (unmeasured; ncu's lts throughput would say).
-  cuDNN likely loads A by TMA (im2col) from a warp-specialized producer; not verified (its profile would show).
-
-wide_spatial_c64 (GEMM N = K = 64, reduction 576; cuDNN itself only reaches 0.63 of the floor) differs:
-
-- BN is capped at K = 64: at BN = 128/256 the filter descriptor zero-fills rows 64..BN-1 and 1/2 or 3/4 of every MMA
-  is wasted. The sweep's BN = 128 configs take 0.457-0.629 ms and BN = 256 1.03-1.08 ms against the default's
-  0.316 ms, so the autotuner likely picked 256 x 64 (8 warps, 4 stages: 163,872 B, 1 CTA per SM) or 128 x 64
-  (4 warps, 4 stages: 98,336 B, 2 CTAs). Both issue m64n64k16 wgmmas reading 1/32 B of shared memory per flop (A
-  and B 2 KB each per 131 kflop; m64n128k16: 1/64 + 1/128), i.e. the whole 128 B/clock per SM at the nominal 4,096
-  flop/clock: likely a cap below the tensor peak (ncu's shared-memory throughput would confirm).
-- 9 K steps per tile (R*S*C/BK, one tap each) against 36 and 72 above: the 4-stage prologue loads 3 of the 9 before
-  the first MMA, and each of the 4,096 (256 x 64) or 8,192 (128 x 64) tiles fills and drains on its own.
-- L2 reads: the A gather reads every input pixel 9 times (1.21 GB for a 134 MB input; ``cp.async.cg`` bypasses L1,
-  so the re-reads are L2 hits) and every tile re-fetches the whole 73.7 KB filter (302 MB over 4,096 tiles, 604 MB
-  over 8,192): 1.51 / 1.81 GB, i.e. 14.7 / 17.7 TB/s at the compute floor, 4.8 / 5.8 TB/s at the measured 314 us.
-  At the 8.8 TB/s gemm_bf16 demonstrates, the 256 x 64 traffic alone takes 172 us (0.60 of the floor): a per-tap
-  gather at BN = 64 is likely L2-bound before the tensor cores, and cuDNN's 164 us likely moves fewer bytes.
-- Near the ridge: 288 flop/B against the H200's 181 (754 / 4.17), so the byte floor (64.4 us) is 63 % of the
-  compute floor and their sum, 167 us, is about cuDNN's time; the kernel streams only 0.85 TB/s from HBM.
-- Untested ideas: a persistent grid keeping the 73.7 KB filter in shared memory (302-604 MB of L2 reads become
-  132 x 73.7 KB); A tiles of one output row (Q = BM = 256) as 4-D TMA boxes [1, 1, 256, 64] of x at
-  (n, p + r - 1, s - 1, 0), zero-filled at the halo, instead of pointer gathers.
+The compute floor is not cuDNN's ceiling (cuDNN runs the two large layers at 1.04-1.06 of it). This kernel is
+likely latency-bound on the pointer gathers and barriers of each K step, and wide_spatial_c64 likely L2-bound at
+BN = 64 (NOTES.md).
+Investigation notes: references/conv2d_implicit_gemm/NOTES.md.
 """
 
 from __future__ import annotations

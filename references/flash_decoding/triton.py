@@ -1,6 +1,9 @@
 """Expert Triton reference for ``flash_decoding``: single-token decode attention over a contiguous KV cache,
 o[b, h] = softmax(q[b, h] . K[b, h//G]^T * D^-0.5) V[b, h//G], with G = Hq / Hkv query heads per KV head.
 
+Guidance implemented (tasks/flash_decoding/task.yaml): L1.split-kv-lse-merge, L1.gqa-head-packing,
+L2.program-per-split, L2.split-heuristic, L2.cheap-combine, L3.streaming-kv-loads, L3.exp2-fold, L3.small-m-dot.
+
 Decode is a pure stream of the KV cache (2*B*Hkv*L*D*2 bytes); the design gets enough programs streaming and
 reads every K/V byte once:
 
@@ -21,9 +24,7 @@ reads every K/V byte once:
 - Streaming loads: K and V tiles of BLOCK_N x D, evict_first (read once), 3 stages, 4 warps. BLOCK_N = 64 (16 KB per
   tile) when there are fewer than two programs per SM (b1_64k), else 32, so 3-4 programs fit per SM: b64_4k_gqa8 took
   251 us at 32 against 291 us at 64 (benchmarks/runs/round7/tune_decode_splitk.json); row offsets are int64 (B*Hkv*L*D
-  reaches 2^30). Compiled for sm_90a on a CPU host (Triton 3.6 ptxas): the pipelined K/V loads become 16-byte
-  cp.async.cg (L1 bypass; the 3.6 pipeliner drops the evict_first hint itself), the scores and PV products are mma.sync
-  m16n8k16, 78-128 registers, no spills, 66-72 KB of shared memory at BLOCK_N = 64, i.e. up to 3 programs per SM.
+  reaches 2^30).
 - exp2 everywhere: D^-0.5 * log2(e) is applied once, in fp32 (to the [G_PAD, BLOCK_N] fp32 score tile on the MMA path,
   to q on the FMA path), and the probabilities, the rescale factors alpha and the merge weights are all exp2. Folding
   the scale into q and re-rounding q to bf16 for the MMA is a shortcut, not an optimization: emulated in torch on bf16
@@ -56,8 +57,8 @@ The last column comes from the round-7 rerun of this task (``reruns`` in the JSO
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline (SDPA, eager or compiled): b64_4k_gqa8 1.01x; b1_64k 0.99x (79.5 vs 79.0 us), b16_16k
 0.99x (253 vs 250 us) and mha_b4_16k 0.99x (252 vs 250 us), all within 1.2% and at or above the copy floor
-(1.01x) except b1_64k (0.80: 256 programs, under two per SM, and 32 splits to merge). MHA was 0.58x on the FMA
-path and b64_4k_gqa8 0.88x at 64-position tiles.
+(1.01x) except b1_64k (0.80: 256 programs, under two per SM, and 32 splits to merge).
+Investigation notes: references/flash_decoding/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Expert Triton reference for ``quant_absmax``: per-token / per-token-group absmax quantization of bf16 x [M, N]
 to float8_e4m3fn or int8, with fp32 dequantization scales [M, N/G].
 
+Guidance implemented (tasks/quant_absmax/task.yaml): L1.single-pass-fused, L1.scale-then-clamp-cast,
+L2.multi-group-tiles, L2.long-row-two-sweep, L3.hw-fp8-convert, L3.vector-loads-bf16-max, L3.streaming-hints.
+
 Per group of G contiguous elements of a row: amax = max|x_g| (floored at 1e-12), scale = amax / QMAX (stored),
 q = round(clamp(x * (QMAX / amax), -QMAX, QMAX)), QMAX = 448 (e4m3) or 127 (int8). Memory-bound: the design reads
 x once and writes q and the scales once (3 bytes per element plus 4 per group).
@@ -23,10 +26,7 @@ drops the carry when the mantissa rounds over (1.97 -> 1.0), so under the interp
 rounded to the e4m3 grid in fp32 (``_round_e4m3_rne``, exact, ties to even) and the cast of an exactly
 representable value is exact. int8: round half to even with the 1.5 * 2^23 trick ((y + C) - C is exact RNE for
 |y| < 2^22; a plain float-to-int8 cast truncates; libdevice.rint is not available under the interpreter), then the
-exact cast. x is loaded with evict_first, q stored with .cs (streaming); the scales with plain stores. Compiled
-for sm_90a on a CPU host (Triton 3.6 ptxas): cvt.rn.satfinite.e4m3x2.f32, 16-byte ld.global.L1::evict_first
-loads (evict_last in the first sweep) and st.global.cs.v4 stores, the RNE add/subtract pair kept (not folded),
-39-57 registers, no spills.
+exact cast. x is loaded with evict_first, q stored with .cs (streaming); the scales with plain stores.
 
 Numerics (CPU, interpreter, against the reference): the scales are bit-identical. q differs by one step on a
 fraction of a percent of the elements: bf16 inputs make exact rounding ties common (x = amax/2 gives y = 63.5), and
@@ -47,6 +47,7 @@ wide_row_int8  4096 x 53248, 53248  157 us     222 us, 0.71, 14.66x / 1.23x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30).
+Investigation notes: references/quant_absmax/NOTES.md.
 """
 
 from __future__ import annotations

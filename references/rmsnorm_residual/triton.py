@@ -1,5 +1,8 @@
 """Expert Triton reference for ``rmsnorm_residual``: h = x + residual, residual_out = h, y = h * rstd(h) * w.
 
+Guidance implemented (tasks/rmsnorm_residual/task.yaml): L1.fuse-add-norm, L1.fp32-sumsq, L2.row-in-registers,
+L2.tile-long-rows, L2.weight-hoist-persistent, L3.vector-io, L3.streaming-hints, L3.rsqrt-once.
+
 One fused kernel reads x and residual once and writes residual_out and y once (4 element-passes; a separate
 add kernel followed by a norm kernel takes 6). h is formed in fp32, its sum of squares accumulates in fp32
 (h*h in fp16 overflows once |h| > 255), rstd = rsqrt(mean + eps) is computed once per row, and y = h * rstd * w
@@ -36,9 +39,8 @@ benchmarks/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline (torch.compile) on every workload, by 3.5-4%: prefill_8k (0.97x of 257 us), wide_rows_16k
-(0.96x of 69.0 us), fp16_outliers (0.96x of 132 us). It was 0.85-0.86x with the persistent grid and the hints;
-the compiled kernel (a looped two-pass reduction, benchmarks/dump_inductor.py) reads x and residual twice, the
-second time from L2, and this kernel's two-pass path at 2048-4096-element tiles was not faster either.
+(0.96x of 69.0 us), fp16_outliers (0.96x of 132 us).
+Investigation notes: references/rmsnorm_residual/NOTES.md.
 """
 
 from __future__ import annotations

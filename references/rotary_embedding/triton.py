@@ -1,5 +1,9 @@
 """Fused rotary position embedding for q and k in Triton (NeoX and GPT-J styles), one read and one write each.
 
+Guidance implemented (tasks/rotary_embedding/task.yaml): L1.fused-qk-single-pass, L1.pairwise-register-rotation,
+L2.token-block-all-heads, L2.interleaved-deinterleave, L2.position-gather, L3.vectorized-io, L3.fp32-fma,
+L3.cache-hints.
+
 One program owns BLOCK_T tokens and all their heads, q and k. It gathers the tokens' cos/sin rows from the fp32
 caches once (by position: [BLOCK_T, D/2] fp32), then walks the q heads and the k heads in [BLOCK_T, BLOCK_H, D/2]
 chunks, rotating each pair in fp32 registers and rounding to bf16 once, at the store.

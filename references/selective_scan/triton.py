@@ -2,6 +2,10 @@
 dt_t = softplus(delta_t + delta_bias[d]), h_t = exp(dt_t*A[d]) * h_{t-1} + dt_t*B_t*u_t (N states),
 y_t = (C_t . h_t + D_skip[d]*u_t) * silu(z_t).
 
+Guidance implemented (tasks/selective_scan/task.yaml): L1.state-in-registers, L1.parallel-linear-recurrence,
+L2.program-mapping, L2.share-bc-across-channels, L2.fused-epilogue, L3.exp2-prescaled-a, L3.vector-time-loads,
+L3.fp32-state.
+
 One kernel reads u, delta, z (and B, C) once and writes y once; nothing else touches memory:
 
 - State in registers: a program owns one batch element and BLOCK_D channels (1-8) and keeps their h [BLOCK_D, N]
@@ -42,33 +46,10 @@ batch_short  64, 2048, 1024, 16   642 us      3.35 ms, 0.19, 83.61x / 39.76x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/references_h200.json, 2026-11-30); the MUFU rate is the estimate above (marked so in the JSON).
-
-Why the roofline fractions are low: the floor is set by the MUFU count alone, but the compiled kernel is bound by
-instruction issue and latency; MUFU is a small share. Evidence from the sm_90a SASS of the five configs (Triton 3.6 as
-on the H200, compiled on a CPU host with the launcher's argument specialization). All five lay a tile out with 8
-consecutive steps per thread (sizePerThread [1, 8]), so the 16-element configs hold two rows or two runs 1024 steps
-apart, not 16 consecutive steps. Per (t, d, n) the state loop issues 24-30 instructions. Only 2 of them are the FMUL +
-MUFU.EX2. The rest are the scan's combine arithmetic (5.9-7.4), its cross-thread part (4.5-6.4: shfl.up rounds, shared
-memory), tl.where/tl.sum to take out state n and the chunk's last step (3.5-6.7), the B/C loads and bf16 unpacking
-(2.8-5.6), and the carry and C.h FMAs (2). The chunk level adds 3.4-3.6 more, mostly softplus, whose log2 compiles to
-a software sequence without MUFU.LG2. The loop also runs 5 BAR.SYNC per state and chunk (9 at 4 x 512). In total that
-is 27-33 instructions per (t, d, n). An SM issues 4 warp-instructions (128 lanes) per clock against 16 MUFU lanes, so
-at 1.98 GHz issue alone takes 2.18-2.66 ms on mamba_2p8b, 2.62-3.20 ms on long_narrow and 1.75-2.13 ms on batch_short.
-That caps every config at 0.37 of the MUFU floor. The kernel's own MUFU count is N + 3 per (t, d) (the cost model's
-N + 4 less the LG2), and it fills the MUFU pipes for 15-18% of the measured times. On batch_short (L = 1024) the
-BLOCK_L = 2048 configs would need 3.63-3.98 ms of issue, over the 3.35 ms measured, so the autotuner (whose picks the
-JSON does not record) chose a 1024- or 512-step tile there. The measured times are 1.5-1.9x the issue times on
-mamba_2p8b and batch_short (0.40-0.41 SM-cycles per (t, d, n)) and 1.9-2.3x on long_narrow (0.49). The likely cause is
-latency at low occupancy. 244-255 registers leave 8 warps per SM, 2 per scheduler (1 x 1024 has 128 registers and 16
-warps). With assumed latencies (ALU 4, MUFU 18, SHFL 24, LDS 30, L2 hit 270 cycles), one warp alone needs
-~2100-2400 cycles to pass over two states but issues only 473-878 instructions in that time. It waits mostly on
-shuffle chains, on the B/C row loaded inside the state loop (used ~50 instructions later) and on barriers. The
-sequential dependence along L is not what limits it: a carry crosses a chunk once per 512-2048 steps. long_narrow's
-extra ~20% per element is not pinned down. A likely cause is its grid: 1536/BLOCK_D programs, each walking all 131072
-steps in lockstep, fill only 2.9 rounds of resident slots (1.45 at BLOCK_D = 4). To confirm on an H200, check Nsight
-Compute's issue-slot use and stall reasons (barrier, short scoreboard, long scoreboard) and the autotuner's pick per
-(D, L). PyTorch trails by 40-115x for another reason: its baseline materializes [batch, D, L, N] in fp32 (10.7 GB per
-tensor on mamba_2p8b) and makes log2 L passes over it.
+The kernel is bound by instruction issue and latency, not by the MUFU count (27-33 instructions per (t, d, n),
+from the sm_90a SASS; NOTES.md).
+PyTorch trails by 40-115x because its baseline materializes the [batch, D, L, N] states.
+Investigation notes: references/selective_scan/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Expert Triton reference for ``softmax``: y = softmax(x, dim=-1), x [M, N] bf16 or fp32, fp32 math.
 
+Guidance implemented (tasks/softmax/task.yaml): L1.one-read-one-write, L1.online-normalizer, L2.row-in-registers,
+L2.rows-per-program, L2.tiled-two-sweep, L2.split-row-combine, L3.exp2-fold, L3.vector-io, L3.reciprocal-scale.
+
 Four paths, picked by the launcher from the row length N and the row count M:
 
 - ``tile``: N <= 1024. One program per [BLOCK_M, BLOCK_N] tile of 1024 elements (4 rows of 256 at 4 warps),

@@ -1,5 +1,9 @@
 """Expert Triton reference for ``spmv_csr``: y = A x for CSR A, with merge-path (rows + nnz balanced) partitioning.
 
+Guidance implemented (tasks/spmv_csr/task.yaml): L1.nnz-balanced-partition, L1.bandwidth-model,
+L2.adaptive-row-mapping, L2.coalesced-lane-mapping, L2.split-long-rows, L3.cache-hints, L3.vector-loads,
+L3.fp32-accum-shuffle.
+
 Work is split along the merge path of the row ends row_ptr[1:] and the nonzero indices 0..nnz-1 (Merrill &
 Garland): every program owns ITEMS consecutive path items, rows and nonzeros together, so a 1M-nnz row is spread
 over ~500 programs and a run of empty rows costs what it has (one store each). No row binning, no host sync, no

@@ -1,5 +1,9 @@
 """Fused SwiGLU in Triton: h = silu(g) * u with g = x[:, :I] and u = x[:, I:], one read of x and one write of h.
 
+Guidance implemented (tasks/swiglu/task.yaml): L1.single-pass-fusion, L1.shape-independent-grid,
+L2.two-coalesced-streams, L2.row-tiles-for-short-rows, L2.enough-work-per-program, L3.sigmoid-exp2,
+L3.vector-io-hints, L3.packed-conversions.
+
 The op is elementwise over the T x I outputs, so the grid is a 2-D grid of [ROWS, BLOCK_I] tiles, independent of
 the shape's aspect: program (r, c) owns rows [r*ROWS, (r+1)*ROWS) and columns [c*BLOCK_I, (c+1)*BLOCK_I). It loads
 the gate tile at column offset c*BLOCK_I and the up tile at I + c*BLOCK_I: two coalesced streams, no
@@ -11,8 +15,7 @@ no lane is masked off, and ROWS makes each tile 4096 elements: per program 16 KB
 (one 16-byte vector) per thread per stream at 16 warps. That gives 64 x 13 programs for the decode shape instead
 of 64, and three full column blocks per short row. Nothing is reused, yet the loads and stores carry no eviction
 hints: on the H200, evict_first loads and .cs stores made the kernel 5-7% slower at every tile and warp count
-swept (benchmarks/runs/round7/tune_hints_ab.json). With the hints, 4 warps and an IEEE division it took 362 us on
-prefill_14336; without them 340 us, and 338 us with the approximate division at 16 warps.
+swept (benchmarks/runs/round7/tune_hints_ab.json).
 
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
@@ -32,24 +35,9 @@ Below the best baseline (torch.compile): prefill_14336 (0.96x of 324 us) and moe
 Both run at 0.97-0.99 of the copy floor while the compiled kernel exceeds it (1.04): with two reads per write
 the DRAM traffic is not a copy's, and no tile, warp count or hint setting swept here closed the last 3-4%.
 decode_wide_rows beats it (1.09x).
-
-Why decode_wide_rows is at 0.46 of its floor: the call is too short to amortize a cost that every call pays; bytes and
-tiles are not the problem. It moves 20.4 MB (13.6 MB read, 6.8 MB written), 4.9 us at 4.17 TB/s. It measured 10.6 us
-(1.93 TB/s), and torch.compile's fused kernel took 11.6 us (1.77 TB/s), so both sit 5.7-6.6 us above the floor. The
-same kernel loses only 2.4 us on prefill_14336 (0.99) and 5.2 us on moe_short_rows. So the excess is per call, not per
-byte, and at a 4.9 us floor it halves the fraction. Tiles do not remove it. The 14 tile/warp settings (1024-16384
-outputs per program, 2-16 warps) were timed in three sweeps, with and without hints (tune_memory_bound.json,
-tune_hints_ab.json, tune_no_evict_first.json), and gave 9.5-24.1 us, never under 9.5 (0.51). Host launch time is not
-in the figure, because the harness queues the call behind a GPU spin, so the excess is on the GPU. Compiled for sm_90a
-on a CPU host (Triton 3.6), the kernel has 26 registers and no shared memory, so the 2048-thread limit allows 4
-programs of 16 warps per SM. The grid of 64 x 13 = 832 programs therefore fills 528 slots, 1.58 waves. Each program
-makes one round trip (16 KB of loads, two 16-byte vectors per thread) and one 8 KB store. The 304 programs beyond the
-first 528 (5.0 MB) start only as first-round programs retire, so there are at least two serialized HBM round trips.
-The ~6 us likely splits into three parts. First, the harness's zeroing L2 flush leaves dirty lines that this call
-evicts and writes back: 2.9-4.2 us on the softmax reference (benchmarks/runs/timing_study_h200.json), and here at most
-the 20 MB the call allocates (4.9 us). Second, CTA dispatch and first-byte latency (~1-2 us). Third, the drain of the
-last stores (~1 us). To confirm: time it behind a read flush (the study's readflush variant), compare nsys kernel
-durations with the event interval, and replay back-to-back calls in a CUDA graph.
+decode_wide_rows (0.46) is too short to amortize a per-call cost of ~6 us that torch.compile's kernel pays too
+(NOTES.md).
+Investigation notes: references/swiglu/NOTES.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Expert Triton reference for ``topk``: values, indices = torch.topk(x, k, dim=-1) for x [B, V] fp32 or bf16,
 values sorted descending, ties taken in increasing index order (the reference's canonical choice).
 
+Guidance implemented (tasks/topk/task.yaml): L1.radix-select, L1.filter-then-sort, L2.candidate-compaction,
+L2.rows-to-programs-by-size, L2.passes-hit-l2, L3.order-preserving-keys, L3.smem-histogram-atomics,
+L3.tie-exact-count.
+
 Keys. Every comparison runs on integers: skey = b ^ 0x7FFFFFFF for negative float bits b and b otherwise is a
 signed int32 in float order (bf16: the 16-bit analogue, shifted to the top half), and u = skey ^ 0x80000000 is the
 same order as unsigned bits, from which radix digits are cut. -0 sorts just below +0. Sorting and selection use

@@ -1,5 +1,8 @@
 """Out-of-place 2-D transpose in Triton: Y[j, i] = X[i, j], each element read once and written once.
 
+Guidance implemented (tasks/transpose/task.yaml): L1.staged-tile-transpose, L1.aspect-aware-tiles,
+L2.tile-per-program, L2.bank-conflict-free-smem, L3.vectorized-both-sides, L3.tma-transpose, L3.streaming-hints.
+
 One program moves one [BLOCK_M, BLOCK_N] tile: it reads the tile along X's rows (BLOCK_N contiguous elements per
 row) and writes it along Y's rows (BLOCK_M contiguous elements per row), so both sides are full 128 B lines. The
 exchange between the two access patterns goes through shared memory, which Triton inserts (with a swizzled,
@@ -7,6 +10,7 @@ bank-conflict-free layout) for the layout conversion behind tl.trans. Two varian
 
 * ``_transpose_kernel`` (the default): pointer loads and stores with 16-byte vectors on both sides; tile sides
   are multiples of 8, so every thread owns 8 contiguous bf16 (4 fp32) of a row.
+
 * ``_transpose_tma_kernel`` (Hopper, ``_path="tma"``): the tile is loaded by a TMA descriptor of X into shared
   memory and written by a TMA descriptor of Y from the transposed registers; no per-thread address math, and
   out-of-range boxes are clipped by the hardware. It is not the default because on the H200 it was slower: 333 us
@@ -34,7 +38,8 @@ benchmarks/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline (torch.compile): square_bf16 1.09x, tall_skinny_bf16 1.01x, and rect_fp32 0.99x (272 vs
-270 us, within 1%). With the TMA kernel and the hints (the previous default) they were 0.92-0.97x.
+270 us, within 1%).
+Investigation notes: references/transpose/NOTES.md.
 """
 
 from __future__ import annotations
