@@ -193,3 +193,17 @@ def test_judge_imports_no_torch() -> None:
 def test_composite_names_decompose(name: str) -> None:
     assert profile_proof.is_composite(name)
     assert not profile_proof.is_composite("aten::exp") and not profile_proof.is_composite("aten::nonexistent_op")
+
+
+def test_pytorch_computing_the_result_is_seen_beside_a_large_sampled_input() -> None:
+    """rotary_embedding's cos/sin caches (2M elements at the smoke shape) are 800x its outputs: the op-work limit
+    follows the outputs, so PyTorch rotating q and k beside a ghost kernel is rejected, end to end on CPU."""
+    from pathlib import Path
+
+    from runner.evaluate import EvalOptions, run_evaluation
+
+    path = Path(__file__).resolve().parent / "adversarial" / "tasks" / "rotary_torch_compute.py"
+    r = run_evaluation("rotary_embedding", path, device="cpu", workloads=["smoke"], seed=3, hidden=False,
+                       timeout_s=300, options=EvalOptions(tripwires=False))
+    assert r.status == "rejected", r.message
+    assert "profile.torch_compute" in {f.code for f in r.flags}, r.flags
