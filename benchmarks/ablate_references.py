@@ -17,9 +17,10 @@ references already there on the same device, so a run cut short by a time limit 
 (``--budget-s`` stops cleanly between references). The JSON (``--out``, default ``benchmarks/ablation_<gpu>.json``)
 is rewritten after each reference.
 
-Budget: a reference with V variants costs 1 + V correctness evaluations and rounds x (V + 2) timed ones; with
-121 variants over 26 references (4.7 each) and 3 rounds that is ~650 evaluations, roughly 5-10 s each on the
-H200 with baselines off: 1-2 hours. ``--rounds 2 --workloads`` on a few tasks is a quick look.
+Budget: a reference with V variants costs 1 + V correctness evaluations and rounds x (V + 2) timed ones; the
+references have 119 variants, so 145 correctness and, at the default 5 rounds, 855 timed evaluations: 1.5-4 hours
+on the H200 at 5-15 s each (docs/ablation.md, "On the GPU", which also gives the command for running it in pieces
+on a lent machine). ``--device cpu`` is the dry run (correctness only).
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tasks", nargs="*", help="task ids (default: every task with a Triton reference)")
     ap.add_argument("--properties", nargs="*", help="only these properties (ids or ids without the task prefix)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (>= 2; 3 rounds give a \"95%%\" "
-                    "interval that covers the truth ~75%% of the time: docs/ablation.md)")
+                    "interval that covers the truth 72%% of the time: docs/ablation.md)")
     ap.add_argument("--workloads", nargs="*", help="workloads to time (default: every catalog workload)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cuda (cpu: correctness only, a dry run)")
     ap.add_argument("--seed", type=int, default=0, help="evaluation seed (same inputs for every variant)")
