@@ -210,3 +210,31 @@ def test_a_variant_failing_in_a_timed_round_and_one_the_interpreter_cannot_run()
     assert kept.status == "not_load_bearing" and kept.rounds == 3 and len(kept.workloads) == 2
     timed = [c[0] for c in fake.calls if c[2]]  # the failing variant leaves the rounds after its first failure
     assert timed.count("softmax_L2_tiled_two_sweep") == 1 and timed.count("softmax_L3_reciprocal_scale") == 3
+
+
+@pytest.mark.slow  # 8 sandboxed evaluations, 50-90 s on the 2-core machine
+def test_the_timed_path_through_the_real_evaluator_on_the_host_clock() -> None:
+    """The cuda branch of the driver against the real sandboxed evaluator (its timing plumbing run on the CPU
+    with the host clock, EvalOptions.host_timing): the rounds read real EvalResults into a slowdown with an
+    interval and a noise. Only the environment's device is relabelled cuda; the figures mean nothing."""
+    from d2kgrade.ablate.driver import default_evaluator
+
+    ceilings = {"copy_bytes_per_s": 4.0e12, "mufu_per_s": 4.0e12,
+                "matmul_flops_per_s": {"bf16": 8e14, "fp16": 8e14, "fp32": 4e14, "fp8": 1.6e15, "int8": 1.6e15}}
+    real = default_evaluator(ROOT, timing_options={"host_timing": True, "ceilings": ceilings, "target_s": 0.05,
+                                                   "min_reps": 3, "max_reps": 4, "trials": 1})
+    timed: list[bool] = []
+
+    def as_cuda(task_id, path, *, device, timing, **kw):
+        res = real(task_id, path, device="cpu", timing=timing, **kw)
+        timed.append(timing)
+        return res.model_copy(update={"environment": res.environment.model_copy(update={"device": "cuda"})})
+
+    (rec,) = ablate_kernel(Subject("softmax", REF, "reference:softmax"), SUITE,
+                           AblateConfig(rounds=2, seed=5, timeout_s=300), properties=["L3.exp2-fold"],
+                           evaluate=as_cuda)
+    assert rec.status in ("load_bearing", "not_load_bearing"), rec.message
+    assert rec.rounds == 2 and rec.ci_low <= rec.slowdown <= rec.ci_high and rec.noise_pct is not None
+    (w,) = rec.workloads
+    assert w.name == "smoke" and w.original_ms > 0 and w.ablated_ms > 0
+    assert timed == [False, False, *[True] * 6]
