@@ -218,10 +218,9 @@ def test_the_timed_path_through_the_real_evaluator_on_the_host_clock() -> None:
     with the host clock, EvalOptions.host_timing): the rounds read real EvalResults into a slowdown with an
     interval and a noise. Only the environment's device is relabelled cuda; the figures mean nothing."""
     from d2kgrade.ablate.driver import default_evaluator
+    from tests.runner.test_evaluate import CEILINGS
 
-    ceilings = {"copy_bytes_per_s": 4.0e12, "mufu_per_s": 4.0e12,
-                "matmul_flops_per_s": {"bf16": 8e14, "fp16": 8e14, "fp32": 4e14, "fp8": 1.6e15, "int8": 1.6e15}}
-    real = default_evaluator(ROOT, timing_options={"host_timing": True, "ceilings": ceilings, "target_s": 0.05,
+    real = default_evaluator(ROOT, timing_options={"host_timing": True, "ceilings": CEILINGS, "target_s": 0.05,
                                                    "min_reps": 3, "max_reps": 4, "trials": 1})
     timed: list[bool] = []
 
