@@ -113,11 +113,15 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
     config = AblateConfig(device=args.device, rounds=args.rounds, workloads=args.workloads or "all", seed=args.seed,
                           timeout_s=args.timeout_s, suite_root=ROOT)
     evaluate = evaluate or default_evaluator(ROOT, timing_options=TIMING_OPTIONS)
+
     def mine() -> list[AblationRecord]:
         return [r for r in read_records(args.jsonl) if r.device == args.device
                 and r.episode.removeprefix(REFERENCE_PREFIX) in tasks]
 
-    done = {r.episode for r in mine()}
+    have = {r.key() for r in mine()}
+    # A reference is done when every selected property has its record (a kill between appends leaves it undone).
+    done = {REFERENCE_PREFIX + t for t in tasks if all(
+        (REFERENCE_PREFIX + t, p.id) in have for p in select_properties(suite.load_rubric(t), wanted[t]))}
     t0 = clock()
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
 

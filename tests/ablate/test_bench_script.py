@@ -83,3 +83,15 @@ def test_a_property_of_none_of_the_tasks_is_one_error_line(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert err.startswith("error: --properties: L9.nope: a property of none of the tasks softmax, swiglu")
     assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_a_reference_with_some_of_its_records_is_run_again(tmp_path: Path) -> None:
+    """A kill between two appends leaves one of softmax's two records: the rerun ablates softmax again."""
+    argv = ["--tasks", "softmax", "--properties", "exp2-fold", "reciprocal-scale", "--rounds", "2",
+            "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "x.json")]
+    bench.run(bench.parse(argv), evaluate=FakeGPU(), gpu="FakeGPU")
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    (tmp_path / "a.jsonl").write_text(lines[0] + "\n")
+    fake = FakeGPU()
+    again = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
+    assert fake.calls and len(again["records"]) == 2
