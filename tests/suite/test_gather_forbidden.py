@@ -115,8 +115,8 @@ def test_static_tripwire_flags_the_gather_submission_not_the_reference(task: str
 
 @pytest.mark.parametrize("task", TASKS)
 def test_profile_flags_aten_gather_and_take(task: str) -> None:
-    kw = dict(own_names=["_k"], forbidden_ops=SUITE.load_task(task).forbidden_ops, allowed_library_ops=[],
-              data_numel=1_000_000, device="cpu", own_launches=1)
+    kw = {"own_names": ["_k"], "forbidden_ops": SUITE.load_task(task).forbidden_ops, "allowed_library_ops": [],
+          "data_numel": 1_000_000, "device": "cpu", "own_launches": 1}
     for op in ("aten::gather", "aten::take", "aten::take_along_dim"):
         assert [f.code for f in profile_proof.judge({"ops": {op: 10}}, **kw)] == ["profile.forbidden_op"], op
     # Only the gathers: the movement a launcher does stays allowed.
