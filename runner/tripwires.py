@@ -355,7 +355,14 @@ class _Walker(ast.NodeVisitor):
                 self.flag(BANNED_CALLS[dotted], node, f"uses {dotted}")
             if not self.in_jit and dotted in self.forbidden_dotted:
                 self.flag("forbidden_op", node, f"uses {dotted}")
-            return  # the chain is resolved as a whole; its prefixes are not separate uses
+            # The chain is resolved as a whole; its plain-name prefixes are not separate uses, but a call inside
+            # it is (``torch.gather(...).contiguous()``: the gather is checked as any call).
+            inner: ast.AST = node.value
+            while isinstance(inner, ast.Attribute):
+                inner = inner.value
+            if isinstance(inner, ast.Call):
+                self.visit(inner)
+            return
         if not self.in_jit and node.attr in self.forbidden_methods:
             self.flag("forbidden_op", node, f"uses the tensor method .{node.attr}")
         self.generic_visit(node)
