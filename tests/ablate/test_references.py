@@ -184,6 +184,14 @@ EXPECTED_BROKEN = {
     "rmsnorm_residual.L1.fp32-sumsq": "the bf16 sum of squares: the fp32 upcast is what keeps y right",
 }
 
+# Variants on the edge of the tolerance: they pass on some input draws and fail on others, so their record may be
+# either untimed/timed or broke_correctness. Checked over four seeds on every distribution: at least one passes
+# and at least one fails (found by the CPU dry run of benchmarks/ablate_references.py, seed 0).
+BORDERLINE = {
+    "layernorm_backward.L3.fp32-accumulators": "bf16 dx accumulators: on the cancelling inputs 2 of 20100 elements "
+                                               "of dx leave the tolerance for some draws (seed 2 here)",
+}
+
 # The default run checks one cheap variant for each transform (and each expected failure); every other variant's
 # smoke check is marked slow (the whole set takes ~10 CPU-minutes under the interpreter).
 DEFAULT_SMOKE = {
@@ -220,20 +228,27 @@ def test_variant_still_passes_the_smoke_workload(task: str, prop: Property, tmp_
     path = tmp_path / f"{task}_ablated.py"
     path.write_text(source)
     broken = prop.id in EXPECTED_BROKEN
+    edge = prop.id in BORDERLINE
+    seeds = (0, 1, 2, 3) if edge else (7 + i,)
     interp_compat.install(str(path))
     try:
         module = load_module(path, prefix=f"d2k_ablate_{i}")
-        try:
-            res = run_trials(SUITE.load_task(task), ref_mod, module.kernel, "smoke", seed=7 + i,
-                             dists=dists if broken else (dists[i % len(dists)],))
-            bad = [f"{m.name}: {m.reason}" for r in res for m in r.outputs if not m.ok]
-        except Exception as exc:  # noqa: BLE001 - a broken variant raises
-            if interp_compat.limitation(exc):
-                pytest.skip(f"interpreter limitation: {interp_compat.limitation(exc)}")
-            bad = [f"{type(exc).__name__}: {exc}"[:300]]
+        bad_by_seed = []
+        for seed in seeds:
+            try:
+                res = run_trials(SUITE.load_task(task), ref_mod, module.kernel, "smoke", seed=seed,
+                                 dists=dists if broken or edge else (dists[i % len(dists)],))
+                bad = [f"{m.name}: {m.reason}" for r in res for m in r.outputs if not m.ok]
+            except Exception as exc:  # noqa: BLE001 - a broken variant raises
+                if interp_compat.limitation(exc):
+                    pytest.skip(f"interpreter limitation: {interp_compat.limitation(exc)}")
+                bad = [f"{type(exc).__name__}: {exc}"[:300]]
+            bad_by_seed.append(bad)
     finally:
         interp_compat.uninstall()
-    if broken:
+    if edge:
+        assert any(bad_by_seed) and not all(bad_by_seed), (BORDERLINE[prop.id], bad_by_seed)
+    elif broken:
         assert bad, f"expected to fail ({EXPECTED_BROKEN[prop.id]}) but passed"
     else:
         assert not bad
@@ -249,6 +264,6 @@ def test_variants_pass_the_sandboxed_evaluator(task: str) -> None:
     subject = Subject(task, SUITE.reference_kernels(task)["triton"], f"reference:{task}", arm="reference")
     records = ablate_kernel(subject, SUITE, AblateConfig(device="cpu", seed=11))
     broke = {r.property for r in records if r.status == "broke_correctness"}
-    assert broke <= set(EXPECTED_BROKEN), broke
+    assert broke <= set(EXPECTED_BROKEN) | set(BORDERLINE), broke
     assert all(r.status == "untimed" for r in records if r.transform and r.property not in broke)
     assert records and all(r.episode == f"reference:{task}" and r.device == "cpu" for r in records if r.transform)
