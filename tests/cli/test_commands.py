@@ -84,7 +84,6 @@ def test_schema_export(d2k, tmp_path: Path):
     assert proc.returncode == 1 and "cannot write the schemas there" in one_error_line(proc)
 
 
-@pytest.mark.slow
 def test_eval_outcomes_exit_0_and_mistakes_exit_1(d2k, tmp_path: Path, mini_suite):
     ok = d2k("eval", "softmax", SOFTMAX, "--device", "cpu", "--no-hidden", "--json", timeout=300)
     assert ok.returncode == 0 and json.loads(ok.stdout)["status"] == "passed", ok.stderr

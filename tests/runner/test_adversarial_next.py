@@ -87,7 +87,7 @@ def _in_child(prep: sweep.Prepared, timeout: float) -> tuple[str | None, list[st
 # --------------------------------------------------------------------------------------------- the attacks
 
 
-@pytest.mark.slow
+# Not `slow`: the default run (CI) must prove that every attack is stopped (~4 CPU-s each).
 @pytest.mark.parametrize("path", NEXT, ids=lambda p: p.stem)
 def test_attack_is_stopped(path: Path, tmp_path: Path, shared_suite: Path, canaries: dict[str, str]) -> None:
     prep = sweep.prepare(path, tmp_path, shared_suite=shared_suite)
@@ -106,7 +106,6 @@ LOG_ATTACK = (HERE / "adversarial_next" / "proc_environ_log.py").read_text()
 RAISE_ATTACK = (HERE / "adversarial_next" / "proc_environ_exception.py").read_text()
 
 
-@pytest.mark.slow
 def test_agent_run_leaks_no_canary(tmp_path: Path) -> None:
     """An agent tests two kernels that read the ancestors' environments (one prints them, one raises them) and
     submits the second, in a ``d2kgrade run`` started with canaries in its environment: none may reach the

@@ -22,7 +22,7 @@ if os.environ.get("D2KGRADE_REQUIRE_RAY") == "1":
 else:
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'd2kgrade[ray]')")
 
-pytestmark = pytest.mark.slow
+# Not `slow`: CI sets D2KGRADE_REQUIRE_RAY=1, and the default run is what CI runs.
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from tests.runner_agent.helpers import BUGGY_SOFTMAX, FIXED_SOFTMAX, ROOT, confi
 pytest.importorskip("runner.evaluate", reason="the evaluator (runner/evaluate.py) is not there yet")
 
 
-@pytest.mark.slow
 def test_agent_fixes_a_buggy_kernel_with_the_real_evaluator(tmp_path: Path):
     """Writes a buggy kernel, tests it, reads the failure, fixes it, tests, benchmarks, submits (CPU, smoke)."""
     script = [{"content": "Design: one row per program, row in registers."},
@@ -51,7 +50,6 @@ def test_agent_fixes_a_buggy_kernel_with_the_real_evaluator(tmp_path: Path):
     assert (out / row["kernel_path"]).read_text() == FIXED_SOFTMAX
 
 
-@pytest.mark.slow
 def test_reference_agent_validates_the_suite_end_to_end(tmp_path: Path):
     """The main job on one task: the expert kernel through the CLI, the real evaluator, the records."""
     out = tmp_path / "ref"
