@@ -142,6 +142,32 @@ def ablation_section(doc: Document, runs: list[Run]) -> None:
                  "load-bearing: the slowdown's interval lies above the noise."),
             Table(["arm", "level", "n", *statuses, "median slowdown (load-bearing)", "estimated from reference"],
                   rows, caption="Ablation records per arm and level."))
+    attribution_table(doc, [a for _, a in rows_in])
+
+
+def attribution_table(doc: Document, rows: list[dict[str, Any]], top: int = 3) -> None:
+    """Per task and arm (:func:`d2kgrade.ablate.attribution.attribute`): the implemented properties that carried
+    the speed (median slowdown when removed, episodes load-bearing of those timed) and the missing ones that cost
+    the most by the reference's figure (its slowdown, episodes lacking it); ``top`` of each."""
+    from d2kgrade.ablate.attribution import attribute
+    from d2kgrade.ablate.results import AblationRecord
+
+    groups = attribute(AblationRecord.model_validate(a) for a in rows)
+    if not groups:
+        return
+
+    def carried(g: Any) -> str:
+        return "; ".join(f"{e.property} {e.slowdown:.2f}x ({e.load_bearing}/{e.episodes} load-bearing)"
+                         for e in g.carried[:top]) or "–"
+
+    def missing(g: Any) -> str:
+        return "; ".join(f"{e.property} {e.slowdown:.2f}x (lacking in {e.episodes})" for e in g.missing[:top]) \
+            or "–"
+
+    doc.add(Table(["task", "arm", "episodes", f"carried the speed (top {top})", f"missing, by cost (top {top})"],
+                  [[g.task, g.arm, str(g.episodes), carried(g), missing(g)] for g in groups],
+                  caption="Per task and arm: the implemented properties whose removal slowed the kernel most, and "
+                          "the missing properties the expert reference's ablation prices highest."))
 
 
 def missing_document(doc: Document, runs: list[Run], table: pd.DataFrame, reason: str) -> None:

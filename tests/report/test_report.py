@@ -128,3 +128,36 @@ def test_report_cli(tmp_path):
     html = out.read_text()
     assert "Agreement between raters" in html and "combined vs static" in html
     assert oct(out.stat().st_mode & 0o777) != oct(0o600)
+
+
+def test_the_ablation_section_names_what_carried_the_speed_per_task(tmp_path):
+    """The per-task-and-arm table (d2kgrade.ablate.attribution): implemented properties by slowdown with how many
+    episodes found them load-bearing, missing ones priced by the reference."""
+    from types import SimpleNamespace
+
+    from d2kgrade.report.render import Document, to_markdown
+    from d2kgrade.report.sections import ablation_section
+    from d2kgrade.view.data import load_ablations
+
+    def rec(episode, arm, prop, status, slowdown=None, estimated=False):
+        return {"schema_version": 1, "task": "softmax", "episode": episode, "arm": arm, "model": "m", "seed": 0,
+                "property": prop, "level": "L1", "transform": "t", "present": status != "not_present",
+                "status": status, "slowdown": slowdown, "ci_low": slowdown and slowdown - 0.02,
+                "ci_high": slowdown and slowdown + 0.02, "noise_pct": 1.0 if slowdown else None,
+                "estimated_from_reference": estimated, "message": ""}
+
+    rows = [rec("e1", "guided", "softmax.L1.online", "load_bearing", 1.60),
+            rec("e2", "guided", "softmax.L1.online", "not_load_bearing", 1.01),
+            rec("e3", "guided", "softmax.L1.online", "load_bearing", 1.50),
+            rec("e1", "guided", "softmax.L1.one-pass", "not_present", 2.40, estimated=True),
+            rec("e4", "unguided", "softmax.L1.one-pass", "not_present", 2.40, estimated=True),
+            rec("e4", "unguided", "softmax.L1.online", "broke_correctness")]
+    (tmp_path / "ablations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    doc = Document("r")
+    ablation_section(doc, [SimpleNamespace(ablations=load_ablations(tmp_path))])
+    md = to_markdown(doc, tmp_path / "fig", "fig")
+    line = next(x for x in md.splitlines() if x.startswith("| softmax | guided"))
+    assert "softmax.L1.online 1.50x (2/3 load-bearing)" in line, line
+    assert "softmax.L1.one-pass 2.40x (lacking in 1)" in line, line
+    unguided = next(x for x in md.splitlines() if x.startswith("| softmax | unguided"))
+    assert "softmax.L1.online" not in unguided.split("|")[4], unguided  # broke correctness: nothing timed
