@@ -11,10 +11,10 @@ variants are timed in ``--rounds`` interleaved rounds (orig, v1..vn, orig), no b
 its slowdown (geomean over the catalog workloads of the ratio of medians), a 95% bootstrap interval over rounds,
 and ``load_bearing`` when that interval clears the original-vs-original noise.
 
-Records are appended to ``--jsonl`` (default ``benchmarks/runs/ablation/ablations_<gpu>.jsonl``, ``_cpu`` for a
+Records are appended to ``--jsonl`` (default ``benchmarks/data/runs/ablation/ablations_<gpu>.jsonl``, ``_cpu`` for a
 dry run, so a CPU dry run never stands in for a GPU record) as each reference finishes; a rerun skips the
 references already there on the same device, so a run cut short by a time limit resumes where it stopped
-(``--budget-s`` stops cleanly between references). The JSON (``--out``, default ``benchmarks/ablation_<gpu>.json``)
+(``--budget-s`` stops cleanly between references). The JSON (``--out``, default ``benchmarks/data/ablation_<gpu>.json``)
 is rewritten after each reference.
 
 Budget: a reference with V variants costs 1 + V correctness evaluations and rounds x (V + 2) timed ones; the
@@ -171,8 +171,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per evaluation")
     ap.add_argument("--budget-s", type=float, default=None, help="stop between references after this long")
     ap.add_argument("--jsonl", type=Path, default=None, help="records, appended as each reference finishes (the "
-                    "resume file; default benchmarks/runs/ablation/ablations_<gpu>.jsonl)")
-    ap.add_argument("--out", type=Path, default=None, help="JSON (default benchmarks/ablation_<gpu>.json)")
+                    "resume file; default benchmarks/data/runs/ablation/ablations_<gpu>.jsonl)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON (default benchmarks/data/ablation_<gpu>.json)")
     args = ap.parse_args(argv)
     if args.rounds < 2:
         ap.error("--rounds must be >= 2 (the noise needs two rounds)")
@@ -193,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         gpu = info["name"]
     slug = "cpu" if gpu is None else "h200" if "H200" in gpu else gpu.lower().replace(" ", "-")
     if args.out is None:
-        args.out = ROOT / "benchmarks" / f"ablation_{slug}.json"
+        args.out = ROOT / "benchmarks" / "data" / f"ablation_{slug}.json"
     if args.jsonl is None:
-        args.jsonl = ROOT / "benchmarks" / "runs" / "ablation" / f"ablations_{slug}.jsonl"
+        args.jsonl = ROOT / "benchmarks" / "data" / "runs" / "ablation" / f"ablations_{slug}.jsonl"
     try:
         data = run(args, gpu=gpu)
     except UserError as exc:

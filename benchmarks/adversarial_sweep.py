@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=10, help="seeds per file (default 10)")
     ap.add_argument("--jobs", type=int, default=1, help="evaluations at once (default 1: the cores are shared)")
     ap.add_argument("--files", nargs="*", type=Path, help="only these files (default: both adversarial folders)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "adversarial_sweep.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "adversarial_sweep.json")
     ap.add_argument("--d2kgrade", default=None, help="the command to run (default: the installed console script)")
     ap.add_argument("--code", type=Path, default=None,
                     help="evaluate with this tree of the code instead (put first on PYTHONPATH; its suite is used)")

@@ -1,5 +1,5 @@
 """Every expert reference through the evaluator on this GPU: correctness, timing against eager and torch.compile,
-fraction of roofline, the evaluator's own overhead, and a noise study. Writes ``benchmarks/references_<gpu>.json``.
+fraction of roofline, the evaluator's own overhead, and a noise study. Writes ``benchmarks/data/references_<gpu>.json``.
 
     python benchmarks/bench_references.py                       # every task with a reference (~6-8 min, H200)
     python benchmarks/bench_references.py --quick               # fewer reps, no torch.compile baseline
@@ -171,7 +171,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="*", help="task ids (default: every task with a reference kernel)")
     ap.add_argument("--quick", action="store_true", help="fewer reps, no torch.compile baseline")
-    ap.add_argument("--out", type=Path, help="output JSON (default benchmarks/references_<gpu>.json)")
+    ap.add_argument("--out", type=Path, help="output JSON (default benchmarks/data/references_<gpu>.json)")
     ap.add_argument("--noise-task", default="softmax", help="task whose reference the noise study repeats")
     ap.add_argument("--noise-runs", type=int, default=None, help="repeated evaluations for the noise study (5)")
     ap.add_argument("--compile-budget-s", type=float, default=180.0,
@@ -186,7 +186,7 @@ def main() -> int:
         print("no CUDA GPU visible; this benchmark needs one", file=sys.stderr)
         return 2
     slug = "h200" if "H200" in gpu["name"] else gpu["name"].lower().replace(" ", "-")
-    out_path = args.out or ROOT / "benchmarks" / f"references_{slug}.json"
+    out_path = args.out or ROOT / "benchmarks" / "data" / f"references_{slug}.json"
     quick = args.quick
     base = EvalOptions(target_s=0.15 if quick else 0.3, min_reps=20, max_reps=150 if quick else 400,
                        compile_baseline=not quick)

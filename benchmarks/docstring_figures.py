@@ -2,7 +2,7 @@
 
 Every ``references/<task>/triton.py`` docstring has a table whose last column reads
 ``H200: time, fraction of floor, x eager / x compile``; each row starts with a workload name. This tool rewrites
-that cell, for every workload that passed, from ``benchmarks/references_h200.json`` (rows that did not pass keep
+that cell, for every workload that passed, from ``benchmarks/data/references_h200.json`` (rows that did not pass keep
 their hand-written text, which says why):
 
     python benchmarks/docstring_figures.py            # rewrite the cells that differ
@@ -57,7 +57,7 @@ def sync(path: Path, rows: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "references_h200.json")
+    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "data" / "references_h200.json")
     ap.add_argument("--check", action="store_true", help="report differences and exit 1; change nothing")
     args = ap.parse_args(argv)
     data = json.loads(args.json.read_text())

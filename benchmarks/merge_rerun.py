@@ -1,7 +1,7 @@
 """Fold a later ``bench_references.py`` run of some tasks into the full-suite JSON, keeping what it replaced.
 
-    python benchmarks/merge_rerun.py benchmarks/runs/round7/bench_changed_tasks.json \\
-        --into benchmarks/references_h200.json --why "references retuned (round 7)" [--tasks swiglu layernorm]
+    python benchmarks/merge_rerun.py benchmarks/data/runs/round7/bench_changed_tasks.json \\
+        --into benchmarks/data/references_h200.json --why "references retuned (round 7)" [--tasks swiglu layernorm]
 
 For every task of the rerun (or of ``--tasks``), the rerun's workload and evaluation rows replace the full run's,
 and a ``reruns`` entry records the rerun's command, date, options, GPU, versions and measured ceilings (its rows'
@@ -53,7 +53,7 @@ def merge(full: dict[str, Any], rerun: dict[str, Any], tasks: list[str] | None, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("rerun", type=Path, help="JSON written by bench_references.py for some tasks")
-    ap.add_argument("--into", type=Path, default=ROOT / "benchmarks" / "references_h200.json")
+    ap.add_argument("--into", type=Path, default=ROOT / "benchmarks" / "data" / "references_h200.json")
     ap.add_argument("--tasks", nargs="*", default=None, help="tasks to take from the rerun (default: all of them)")
     ap.add_argument("--why", required=True, help="why the tasks were rerun (kept in the reruns entry)")
     args = ap.parse_args()

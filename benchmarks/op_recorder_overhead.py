@@ -13,7 +13,7 @@ Measured here on wrappers without a launch, so the figure is the recorder's alon
 Each figure is the median over rounds of the mean over a batch of calls, in CPU time of the calling thread
 (``time.thread_time``), so that other processes on a shared machine do not inflate it. Usage::
 
-    .venv/bin/python benchmarks/op_recorder_overhead.py [--out benchmarks/op_recorder_overhead.json]
+    .venv/bin/python benchmarks/op_recorder_overhead.py [--out benchmarks/data/op_recorder_overhead.json]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _per_call_us(fn: Callable[[], object], mode: type | None) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("op_recorder_overhead.json"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / "op_recorder_overhead.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
     x = torch.randn(64, 1024)

@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--corpus", choices=sorted(CORPORA), default="corpus")
     ap.add_argument("--stage", choices=("final", "first_pass"), default="final",
                     help="wild corpus only: which entry to write (first_pass is written once, before tuning)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "static_accuracy.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "static_accuracy.json")
     args = ap.parse_args()
     folder = CORPORA[args.corpus]
     tasks = args.tasks or sorted(p.name for p in folder.iterdir() if (p / "labels.yaml").is_file())

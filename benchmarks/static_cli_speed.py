@@ -13,7 +13,7 @@ script or CI would, and records wall-clock medians:
 
 The load average before and after is recorded: other processes share the machine's cores.
 
-    python benchmarks/static_cli_speed.py --label before [--reps 5] [--out benchmarks/static_cli_speed.json]
+    python benchmarks/static_cli_speed.py --label before [--reps 5] [--out benchmarks/data/static_cli_speed.json]
     python benchmarks/static_cli_speed.py --label after --baseline /tmp/base   # A/B against an older tree
 
 ``--label`` names the entry (``before``/``after``); entries with other labels already in ``--out`` are kept.
@@ -115,7 +115,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", required=True)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "static_cli_speed.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "static_cli_speed.json")
     ap.add_argument("--baseline", default=None, help="an older source tree to time alongside, interleaved")
     args = ap.parse_args()
     trees: list[str | None] = [None] + ([args.baseline] if args.baseline else [])

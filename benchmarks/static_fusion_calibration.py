@@ -1,7 +1,7 @@
 """Calibrate the fusion rule: per-property reliability of static analysis and of the judge, from hand labels.
 
 Static analysis: the first-pass confusion counts of the held-out corpus (``wild.first_pass`` of
-``benchmarks/static_accuracy.json``, written by ``python benchmarks/static_accuracy.py --corpus wild --stage
+``benchmarks/data/static_accuracy.json``, written by ``python benchmarks/static_accuracy.py --corpus wild --stage
 first_pass`` before any check was tuned on it). The judge: ``--judge-grades FILE.jsonl`` (FileGrades of a judge
 run over the labelled corpora, ``item`` or ``file`` naming the variant) when a run exists; else the stated prior of
 :data:`d2kgrade.judge.calibration.JUDGE_PRIOR`. Writes ``d2kgrade/judge/calibration.json`` (shipped with the
@@ -60,7 +60,7 @@ def judge_counts(path: Path, suite: Suite) -> dict[str, Counts]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--accuracy", type=Path, default=ROOT / "benchmarks" / "static_accuracy.json")
+    ap.add_argument("--accuracy", type=Path, default=ROOT / "benchmarks" / "data" / "static_accuracy.json")
     ap.add_argument("--judge-grades", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "d2kgrade" / "judge" / "calibration.json")
     args = ap.parse_args()

@@ -14,9 +14,9 @@ so time spent waiting for a core does not count), and reports, per set of files:
 Sets: ``references`` (all references with a rubric), ``references_200_lines`` (the references of 150-250 lines:
 issue 4's "typical 200-line kernel", target >= 100 files/s) and ``corpus``. The machine's load average (before
 and after) and the CPU/wall ratio of the run are written with the results, since CPU time on a shared machine
-still grows with contention (shared caches, SMT siblings). Writes ``benchmarks/static_speed.json``.
+still grows with contention (shared caches, SMT siblings). Writes ``benchmarks/data/static_speed.json``.
 
-    python benchmarks/static_speed.py [--rounds 7] [--out benchmarks/static_speed.json]
+    python benchmarks/static_speed.py [--rounds 7] [--out benchmarks/data/static_speed.json]
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def summary(sel: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "static_speed.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "static_speed.json")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})

@@ -4,7 +4,7 @@
     python benchmarks/summary.py               # the same, as lines for people
 
 Sources, newest first where they overlap: ``benchmarks/data/h200_peers_round8.json`` (references against every
-baseline candidate, this evaluator), ``benchmarks/references_h200.json`` (the full 85-workload run and its reruns,
+baseline candidate, this evaluator), ``benchmarks/data/references_h200.json`` (the full 85-workload run and its reruns,
 eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_device_check_round8.json``
 (GPU tests), ``benchmarks/data/ablation_h200.json`` and ``benchmarks/data/timing_repeat_h200.json`` when they
 exist. Every figure says where it comes from; a figure no committed file measures is null, and ``missing`` names
@@ -35,7 +35,7 @@ def _geomean(xs: list[float]) -> float | None:
 
 
 def summarize(root: Path = HERE) -> dict[str, Any]:
-    full = _load(root / "references_h200.json") or {}
+    full = _load(root / "data" / "references_h200.json") or {}
     peers = _load(root / "data" / "h200_peers_round8.json") or {"tasks": {}}
     check = _load(root / "data" / "h200_device_check_round8.json") or {}
     ablation = _load(root / "data" / "ablation_h200.json")

@@ -13,7 +13,7 @@ echoes and the lower-precision shortcuts land above it. Outputs that a task chec
 indices, ...) are reported as that check's verdict. A failure keeps its full traceback, so this script is also
 the first thing to run on a new GPU. Trusted code only: nothing here is sandboxed.
 
-    python benchmarks/tolerance_audit.py [--tasks softmax topk] [--seed 7] [--out benchmarks/tolerance_audit_h200.json]
+    python benchmarks/tolerance_audit.py [--tasks softmax topk] [--seed 7] [--out benchmarks/data/tolerance_audit_h200.json]
     TRITON_INTERPRET=1 python benchmarks/tolerance_audit.py --device cpu --out /tmp/audit.json   # smoke workloads
 
 Writes the JSON after every task, so a run cut short keeps what it measured.
@@ -156,7 +156,7 @@ def main() -> int:
         print("no CUDA GPU visible; this audit needs one (or --device cpu for the smoke workloads)", file=sys.stderr)
         return 2
     slug = "h200" if "H200" in gpu["name"] else gpu["name"].lower().replace(" ", "-")
-    out_path = args.out or ROOT / "benchmarks" / f"tolerance_audit_{slug}.json"
+    out_path = args.out or ROOT / "benchmarks" / "data" / f"tolerance_audit_{slug}.json"
     t_start = time.monotonic()
     rows: list[dict] = []
 

@@ -1,14 +1,14 @@
 """Launch-configuration sweep of the expert references on this GPU: which tile, grid and warp count is fastest per
 workload, timed like the evaluator (an L2 flush before every call, CUDA events around the call alone).
 
-    python benchmarks/tune_references.py --out benchmarks/runs/tune_h200.json              # every swept task
+    python benchmarks/tune_references.py --out benchmarks/data/runs/tune_h200.json              # every swept task
     python benchmarks/tune_references.py --tasks swiglu layernorm --budget-s 300
 
 It calls each reference module's launcher with its underscored override arguments (the ones the tests use) and,
 through :func:`warps`, with a different ``num_warps`` for one of its kernels; nothing in the references is
 edited. Only correctness-preserving knobs are swept: every variant's output is compared with the default
 configuration's before it is timed, and a variant that differs beyond the task's tolerance is reported, not
-timed. The baseline figures to compare with are the evaluator's (``benchmarks/references_h200.json``); this
+timed. The baseline figures to compare with are the evaluator's (``benchmarks/data/references_h200.json``); this
 script does not compile the torch.compile baselines (tens of seconds each), it only ranks configurations.
 The JSON is rewritten after every variant, so a crash or the time budget loses nothing measured.
 """
@@ -337,7 +337,7 @@ def main() -> int:
     ap.add_argument("--tasks", nargs="*", default=None, choices=sorted(SWEEPS), metavar="TASK",
                     help=f"tasks to sweep (default: all of {', '.join(SWEEPS)})")
     ap.add_argument("--workloads", nargs="*", default=None, help="only these workloads (default: the sweep's own)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "runs" / "tune_h200.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "runs" / "tune_h200.json")
     ap.add_argument("--no-hints", choices=sorted(HINT_RES), default=None,
                     help="also sweep each reference with these hints removed (labels 'nohints ...')")
     ap.add_argument("--reps", type=int, default=20)

@@ -9,7 +9,7 @@ ablations file, then ``d2kgrade view`` and ``d2kgrade report``. Page loads are m
 through Playwright from file:// (navigation start to the load event, and for the index to the table rendered),
 plus one filter, one search and one sort on the index. CPU only; no GPU is involved.
 
-    .venv/bin/python benchmarks/view_load.py --out benchmarks/view_load.json
+    .venv/bin/python benchmarks/view_load.py --out benchmarks/data/view_load.json
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def summary(rows: list[dict], key: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "view_load.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "view_load.json")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5, help="loads of the index and of the report")
     ap.add_argument("--work", type=Path, default=None, help="keep the run and site here (default: a temp dir)")
@@ -100,7 +100,7 @@ def main() -> None:
     t_run = time.perf_counter() - t0
     site = work / "site"
     t_view = _timed(lambda: cli("view", str(run), "--out", str(site), "--suite", str(ROOT), "--reference-figures",
-                                str(ROOT / "benchmarks" / "references_h200.json")))
+                                str(ROOT / "benchmarks" / "data" / "references_h200.json")))
     report = work / "report" / "report.html"
     t_report = _timed(lambda: cli("report", str(run), "--out", str(report), "--viewer", str(site)))
     m = measure(site, report, args.repeats)

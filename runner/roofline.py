@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 FLOOR_MARGIN = 0.8
 """A median under ``FLOOR_MARGIN * floor`` is impossible: rejected (``below_roofline``). Measured on the H200
-(benchmarks/references_h200.json): production kernels reach up to 1.064x the floor (cuDNN on vae_decoder_512, the
+(benchmarks/data/references_h200.json): production kernels reach up to 1.064x the floor (cuDNN on vae_decoder_512, the
 expert GEMM on down_proj_long_k: copy and cuBLAS rates are not the hardware's last percent), so the margin leaves
 them ~18% of room while a kernel that skips work is still caught."""
 

@@ -13,14 +13,14 @@ The timed calls of one function run as one batch, queued back to back with a sin
     torch.cuda.synchronize()                                                 (device-wide: every stream drained)
     read the per-rep event times and the per-rep counts of bad elements
 
-Why a batch (benchmarks/runs/timing_study_h200.json, H200, softmax reference, five fresh processes): the loop of
+Why a batch (benchmarks/data/runs/timing_study_h200.json, H200, softmax reference, five fresh processes): the loop of
 run 1 synchronized after every call and checked the output on the host, so the GPU idled between calls. The same
 kernel then ran up to 70% slower, by a different amount in each process: the medians of 5 processes spread by
 37-73% (20 or 100 reps), and by 3-62% with the host check removed but the per-call sync kept, while NVML read
 the SM clock at 1980 MHz throughout (what slows it is not visible there). Queued back to back, the spread was
 0.2-1.0% at 100 reps (0.5-2.2% at 20), with or without the warm-up, which the study could not tell apart (idle
 gaps of 0.3 s); it is kept because the SM clock does idle at 345 MHz after longer pauses. Through the evaluator
-(benchmarks/runs/references_h200_quick_run2.json, five evaluations, 150 reps): 0.24-0.64% on the three softmax
+(benchmarks/data/runs/references_h200_quick_run2.json, five evaluations, 150 reps): 0.24-0.64% on the three softmax
 workloads whose host code is faster than their kernels.
 
 The flush and the pad are queued before ``start``, so the host enqueues the call's launches while the GPU is

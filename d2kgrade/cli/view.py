@@ -16,7 +16,7 @@ def view(
     reference: list[Path] = typer.Option([], "--reference", help="Run directory with expert reference episodes, "
                                                                  "whose figures are shown beside the agent's."),
     reference_figures: Path = typer.Option(None, "--reference-figures", help="bench_references.py JSON "
-                                                                             "(benchmarks/references_h200.json)."),
+                                                                             "(benchmarks/data/references_h200.json)."),
     rater: str = typer.Option("combined", "--rater", help="Rater of the implementation score column."),
     open_browser: bool = typer.Option(False, "--open", help="Open the site in the default browser."),
     serve: bool = typer.Option(False, "--serve", help="Also serve it on http://127.0.0.1:PORT until Ctrl-C "

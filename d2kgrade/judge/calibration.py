@@ -8,7 +8,7 @@ is ever certain, so no single verdict is final.
 
 Sources (``d2kgrade/judge/calibration.json``, written by ``python benchmarks/static_fusion_calibration.py``):
 
-- static: the *first-pass* counts of the held-out corpus (``benchmarks/static_accuracy.json``, ``wild.first_pass``):
+- static: the *first-pass* counts of the held-out corpus (``benchmarks/data/static_accuracy.json``, ``wild.first_pass``):
   how the rater did on code it was not tuned on. The in-repo corpus measures fit (every property 1.0) and is not
   used. Properties without held-out labels take their level's pooled first-pass reliability.
 - judge: counts from a judge run over the labelled corpora when one is given (``--judge-grades``); until then a

@@ -219,7 +219,7 @@ class ReferenceFigures:
 
 def reference_figures(runs: list[Run], reference_runs: list[Run], figures_file: Path | None) -> ReferenceFigures:
     """Reference episodes of the runs (and of ``reference_runs``), else a ``bench_references.py`` JSON file
-    (``benchmarks/references_h200.json``)."""
+    (``benchmarks/data/references_h200.json``)."""
     out = ReferenceFigures()
     sources = []
     for run in [*runs, *reference_runs]:

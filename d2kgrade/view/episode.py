@@ -136,7 +136,7 @@ def evaluation_section(ctx: EpisodeContext) -> str:
                      cls="workloads"))
     if not refs.rows:
         out.append("<p class='muted'>No expert figures: give `--reference RUN_DIR` (a reference run) or "
-                   "`--reference-figures benchmarks/references_h200.json`.</p>")
+                   "`--reference-figures benchmarks/data/references_h200.json`.</p>")
     else:
         out.append(f"<p class='muted'>Expert reference figures from {esc(refs.source)}.</p>")
     brow = []

@@ -35,7 +35,7 @@ varlen_packed    1 x 65536 x 4096, 4, 512  258 us  773 us, 0.33, 17.87x / 1.15x
 ===============  ========================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The fractions are issue-bound (about 35 instructions per output, from the sm_90a SASS), not byte-bound.
 Investigation notes: references/causal_conv1d/NOTES.md.
 """

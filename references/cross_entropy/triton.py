@@ -47,7 +47,7 @@ few_rows_huge_vocab  64 x 262144 bf16    16.1 us  36.0 us, 0.45, 8.79x / 2.14x
 ===================  ==================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

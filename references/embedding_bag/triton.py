@@ -17,7 +17,7 @@ Three launches, no host synchronization, no [nnz, D] intermediate:
    the [BAGS, UNROLL, BLOCK_D] rows (BAGS*UNROLL independent rows in flight, 16-byte vectors along D, bf16 converted to
    fp32 in registers) and adds the weighted rows into a [BAGS, BLOCK_D] fp32 accumulator; each bag is stored once. For
    padded D <= 32 (D = 32 bf16: 64 B rows), 32 bags share a program: on the H200 small_dim_bf16_d32 took 1.32 ms at 8
-   bags, 0.45 ms at 16 and 0.29-0.34 ms at 32 (benchmarks/runs/round7/tune_memory_bound.json); wider rows keep a
+   bags, 0.45 ms at 16 and 0.29-0.34 ms at 32 (benchmarks/data/runs/round7/tune_memory_bound.json); wider rows keep a
    2048-element [BAGS, UNROLL, BLOCK_D] tile. Row addresses are int64 (indices * stride: 20M x 128 = 2.56e9 elements
    exceeds 2^31).
 3. ``_embedding_bag_tail_kernel``: lookup-balanced long bags. The bag kernel processes at most LONG = 256
@@ -38,7 +38,7 @@ skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050    101 us  918 us, 0.1
 ==================  =======================================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Every workload beats the best baseline.
@@ -203,7 +203,7 @@ def _bags_per_program(block_d: int, unroll: int) -> int:
     if block_d <= _NARROW_D:
         # Narrow rows: a 2048-element tile is 8 bags of 64-byte rows, and the per-program work outweighs the
         # gathers. On the H200 small_dim_bf16_d32 took 1.32 ms at 8 bags, 0.45 at 16 and 0.34 at 32 (4-16
-        # lookups per step; benchmarks/runs/round7/tune_memory_bound.json).
+        # lookups per step; benchmarks/data/runs/round7/tune_memory_bound.json).
         return _NARROW_BAGS
     return max(1, min(_MAX_BAGS, _TILE // (unroll * block_d)))
 

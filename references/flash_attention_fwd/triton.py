@@ -46,7 +46,7 @@ headdim_256        B4 Hq16 Hkv8 S8192 D256 causal   2.92 ms        4.07 ms, 0.72
 =================  ===============================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ reads every K/V byte once:
   [1, ...] shapes (still there, ``_g_pad=1``) took 411-440 us at any split.
 - Streaming loads: K and V tiles of BLOCK_N x D, evict_first (read once), 3 stages, 4 warps. BLOCK_N = 64 (16 KB per
   tile) when there are fewer than two programs per SM (b1_64k), else 32, so 3-4 programs fit per SM: b64_4k_gqa8 took
-  251 us at 32 against 291 us at 64 (benchmarks/runs/round7/tune_decode_splitk.json); row offsets are int64 (B*Hkv*L*D
+  251 us at 32 against 291 us at 64 (benchmarks/data/runs/round7/tune_decode_splitk.json); row offsets are int64 (B*Hkv*L*D
   reaches 2^30).
 - exp2 everywhere: D^-0.5 * log2(e) is applied once, in fp32 (to the [G_PAD, BLOCK_N] fp32 score tile on the MMA path,
   to q on the FMA path), and the probabilities, the rescale factors alpha and the merge weights are all exp2. Folding
@@ -36,7 +36,7 @@ Numerics: on the MMA path the PV MMA takes P as two bf16 terms, hi = bf16(p) and
 ~16 bits of each probability instead of 8 (the FMA path keeps P in fp32). The task tolerance is [2e-3, 4e-2], the
 catalog's [1e-3, 2e-2] doubled, because on the H200 PyTorch's SDPA used 1.24x of the old bound on b64_4k_gqa8
 "offset". Worst element's share of the new tolerance on the H200, over the normal, sharp and offset draws
-(benchmarks/tolerance_audit_h200.json), kernel / SDPA: b1_64k 0.11 / 0.15, b16_16k 0.17 / 0.32, b64_4k_gqa8
+(benchmarks/data/tolerance_audit_h200.json), kernel / SDPA: b1_64k 0.11 / 0.15, b16_16k 0.17 / 0.32, b64_4k_gqa8
 0.18 / 0.62, mha_b4_16k 0.13 / 0.28 (audited on the FMA path; on the MMA path mha_b4_16k passes every correctness
 trial and timed recheck of the round-7 bench, but its share has not been re-audited).
 
@@ -52,7 +52,7 @@ mha_b4_16k   4, 32, 32, 16384, 128  258 us     252 us, 1.01, 1.00x / 0.99x
 ===========  =====================  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline (SDPA, eager or compiled): b64_4k_gqa8 1.01x; b1_64k 0.99x (79.5 vs 79.0 us), b16_16k
@@ -236,7 +236,7 @@ def flash_decoding(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
         raise ValueError("softmax over an empty KV cache is undefined (L = 0)")
     G = Hq // Hkv
     # MHA (G = 1) too goes to the MMA path, its one query row padded to 16: on the H200 mha_b4_16k took 256 us
-    # there against 411-440 us on the FMA path at any split (benchmarks/runs/round7/tune_mha_mma.json).
+    # there against 411-440 us on the FMA path at any split (benchmarks/data/runs/round7/tune_mha_mma.json).
     G_PAD = _g_pad or max(_G_DOT, triton.next_power_of_2(G))
     D_PAD = triton.next_power_of_2(D)
     interp = _interpreting()
@@ -247,7 +247,7 @@ def flash_decoding(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
         if _block_n is None and not interp and B * Hkv * S >= 2 * num_sms:
             # >= 2 programs per SM: 32-position tiles (3 stages of 8 KB of K and 8 KB of V) let 3-4 be resident.
             # On the H200 b64_4k_gqa8 took 257 us at BLOCK_N = 32 against 292 us at 64, b16_16k 257 against 260
-            # (benchmarks/runs/round7/tune_decode_splitk.json); b1_64k (256 programs) keeps 64.
+            # (benchmarks/data/runs/round7/tune_decode_splitk.json); b1_64k (256 programs) keeps 64.
             block_n = 32
             chunk = triton.cdiv(chunk, block_n) * block_n
     else:

@@ -36,7 +36,7 @@ down_proj_long_k  4096 x 8192 x 28672   2.55 ms        2.40 ms, incorrect (see b
 ================  ====================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 lm_head_vocab beats its floor (fraction 1.05): the bf16 rate is torch.mm's best at 8192^3, not the hardware peak.
 Below the best baseline: square_8k (0.98x of eager F.linear's 1.43 ms).
 down_proj_long_k is marked incorrect: in the timed rechecks 27 of 111 calls returned one element (of 33.5M) out of

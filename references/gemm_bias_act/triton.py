@@ -35,7 +35,7 @@ Numerics, measured on CPU (interpreter) against float64: the exp2/fdiv GELU is w
 tanh-GELU over 200,001 points of u in [-100, 100] (torch's own fp32 tanh-GELU: 1.5e-7), so the output rounding
 dominates.
 On the H200
-(benchmarks/tolerance_audit_h200.json) the worst element uses <= 0.76 of the bf16 tolerance on every workload,
+(benchmarks/data/tolerance_audit_h200.json) the worst element uses <= 0.76 of the bf16 tolerance on every workload,
 as does the eager baseline.
 
 Roofline floors on H200 (flops = 2*M*N*K + 12*M*N at the dense bf16 rate torch.mm reaches on the H200; the byte
@@ -50,7 +50,7 @@ decode_batch_256        256 x 16384 x 4096   45.6 us        59.5 us, 0.75, 0.91x
 ======================  ===================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline: small_k_epilogue_heavy (0.97x of torch.compile's 435 us), decode_batch_256 (0.91x of
@@ -223,7 +223,7 @@ _TMA_CONFIGS = [
 _TMA_SMALL_M_CONFIGS = [
     # 128 x 256 tiles: 2 x 64 tiles over decode_batch_256's 256 x 16384 output, one wave of 128 programs, each
     # streaming 2 MB of W. On the H200 58.7 us, against 71.1 us for the best of the BM = 64 configs below
-    # (benchmarks/runs/round7/tune_gemms_topk.json).
+    # (benchmarks/data/runs/round7/tune_gemms_topk.json).
     triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "EPILOGUE_SUBTILE": True}, num_warps=8, num_stages=4),
     triton.Config({"BM": 64, "BN": 128, "BK": 64, "GROUP_M": 8, "EPILOGUE_SUBTILE": False}, num_warps=4, num_stages=5),
     triton.Config({"BM": 64, "BN": 256, "BK": 64, "GROUP_M": 8, "EPILOGUE_SUBTILE": True}, num_warps=4, num_stages=4),

@@ -22,7 +22,7 @@ Split factor: ``gemv`` S = ceil(2 * SMs / tiles) (~2 CTAs per SM); ``splitk`` S 
 one CTA per SM: its 80-192 KB pipeline fills an SM's shared memory), capped so that every slice is >= 1024 deep,
 K_PER_SPLIT rounded up to a multiple of BK: decode_m1 (256 BN=32 tiles) S = 2, decode_m16_down (64 BN=64
 tiles), batch64_square (64 BN=128 tiles) and wgrad_long_k (128 tiles) S = 2. The tiles and S are the fastest of
-a sweep on the H200 (benchmarks/runs/round7/tune_decode_splitk_padded.json).
+a sweep on the H200 (benchmarks/data/runs/round7/tune_decode_splitk_padded.json).
 
 Reduction (``_finish_tile``): S = 1 or a tile owned by one program stores C directly. Otherwise each program
 atomically adds its fp32 tile into an fp32 workspace (fp32 vector atomics, never bf16), then takes a ticket on a
@@ -37,7 +37,7 @@ modulo M/N) and are dropped by the masked store.
 
 Numerics: On the
 "cancelling" draw, split partials or a running sum rounded to 16 bits fail the tolerance by 2-12x. On the H200
-(benchmarks/tolerance_audit_h200.json) the worst element uses 0.22-0.52 of the bf16 tolerance across the catalog
+(benchmarks/data/tolerance_audit_h200.json) the worst element uses 0.22-0.52 of the bf16 tolerance across the catalog
 workloads (cuBLAS through A @ B.T: 0.38-0.52).
 
 Roofline floors on H200 (bytes = (M*K + N*K + M*N)*2 at the measured copy bandwidth; flops = 2*M*N*K at the
@@ -53,7 +53,7 @@ wgrad_long_k     256 x 4096 x 65536  182 us (MMA)   289 us, 0.62, 0.69x / 0.69x
 ===============  ==================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline (cuBLAS through A @ B.T): decode_m16_down 1.01x; decode_m1 0.92x (48.5 vs 44.5 us: the
@@ -77,7 +77,7 @@ import triton.language as tl
 
 _GEMV_MAX_M = 4      # CUDA-core GEMV up to here: a tensor-core tile would be >= 75% padding
 # Swap-AB split-K up to here; beyond, Stream-K. At wgrad_long_k (M = 256) split-K over 64-row tiles took 288 us on
-# the H200 against 359 us for Stream-K (benchmarks/runs/round7/tune_decode_splitk_padded.json).
+# the H200 against 359 us for Stream-K (benchmarks/data/runs/round7/tune_decode_splitk_padded.json).
 _SPLITK_MAX_M = 256
 _MIN_SLICE = 1024    # each K slice at least this deep, so the fp32 fix-up stays a small share of the work
 

@@ -43,7 +43,7 @@ decode_fine_grained   128, 256, 2048, 1536    168 us (HBM)       165 us, 1.02, 1
 ====================  ======================  =================  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 decode_fine_grained beats its floor (fraction 1.02): the copy rate is the best of 1 GiB copies, not the peak.
 
 mixtral_prefill is bound by the tensor cores; decode_fine_grained by streaming the touched experts' weights; the

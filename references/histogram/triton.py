@@ -30,7 +30,7 @@ vocab_bins   67108864 / 131072          64.5 us  739 us, 0.09, 1.45x / 1.45x
 ===========  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 uniform_256 and hot_bin_256 are bound by instructions (the ballot histogram), vocab_bins by global atomics in L2;
 vocab_bins' median is to be re-timed on catalog keys alone (its timing rotation mixes in hot_tail_runs; NOTES.md).
 Investigation notes: references/histogram/NOTES.md.

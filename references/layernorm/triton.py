@@ -10,7 +10,7 @@ Two kernels cover every row length:
   elements (ROWS = 4 at N = 1024) at 2 warps, 64 fp32 values of x per thread, with w and b loaded once per program
   (evict_last: every program reuses them). The kernel can loop over row blocks ``pid, pid + num_progs, ...``, but
   the launcher gives every tile its own program: on the H200 a persistent grid of resident programs took 160-170
-  us on many_short_rows and large_offset_fp32 against 133-134 us (benchmarks/runs/round7/tune_*.json). x and y
+  us on many_short_rows and large_offset_fp32 against 133-134 us (benchmarks/data/runs/round7/tune_*.json). x and y
   carry no eviction hints; evict_first / .cs cost 4-7% there (tune_hints_ab.json).
 * ``_layernorm_fwd_tiled_kernel`` (N > 4096): sweep 1 walks BLOCK_N = 2048 tiles at 4 warps and merges per-tile
   (count, mean, M2) of x - x[0] with Chan's formula, loading with evict_last so the row stays in L2; sweep 2
@@ -24,7 +24,7 @@ removes the fp32 rounding of mean0, which matters at the large_offset_fp32 workl
 E[x^2] - E[x]^2 is off by up to ~20%. The tiled kernel gets the same effect by working on x - x[0]. Everything is
 fp32 in registers; y is rounded once, at the store. Measured on CPU (interpreter, fp32 math) against the float64
 oracle at offset 1000: max |y error| ~1e-6 on both kernels (fp32 tolerance 1e-3). On the H200
-(benchmarks/tolerance_audit_h200.json) y uses at most 3e-4 of the fp32 tolerance at large_offset_fp32, where the
+(benchmarks/data/tolerance_audit_h200.json) y uses at most 3e-4 of the fp32 tolerance at large_offset_fp32, where the
 eager baseline (torch.native_layer_norm) uses 2.34x of it on the "shifted" draw, and <= 0.69 of the bf16
 tolerance on the other workloads.
 
@@ -39,7 +39,7 @@ large_offset_fp32  537,034,752  129 us  133 us, 0.96, 1.39x / 0.99x
 =================  ===========  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline (torch.compile): llama_hidden_8k (0.97x of 153 us) and large_offset_fp32 (0.99x of 132 us,
@@ -84,7 +84,7 @@ def _layernorm_fwd_kernel(
         mask = row_ok[:, None] & col_ok[None, :]
         # x is read exactly once: stream it past L2.
         # No evict_first / .cs on x and y here: on the H200 they made this kernel 4-7% slower
-        # (benchmarks/runs/round7/tune_hints_ab.json); w and b keep their evict_last.
+        # (benchmarks/data/runs/round7/tune_hints_ab.json); w and b keep their evict_last.
         x = tl.load(X + rows[:, None].to(tl.int64) * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         # Corrected two-pass over registers: center on a first mean, then fix the mean with the centered sum.
         mean0 = tl.sum(x, axis=1) / N
@@ -154,7 +154,7 @@ def _plan(N: int, *, max_block: int = MAX_REGISTER_BLOCK, row_tile: int = ROW_TI
           rows: int | None = None) -> dict:
     """Which kernel a row length takes, and its tile: {path, rows, block_n, num_warps}.
 
-    Swept on the H200 (benchmarks/runs/round7/tune_*.json: rows 1-16, 2-16 warps, persistent or not, tiles of
+    Swept on the H200 (benchmarks/data/runs/round7/tune_*.json: rows 1-16, 2-16 warps, persistent or not, tiles of
     512-4096): rows of up to 4096 do best as [ROWS, BLOCK_N] tiles of 4096 elements at 2 warps, one program per
     tile (many_short_rows 134 us, large_offset_fp32 133 us; a persistent grid of resident programs took 160-170
     us). An 8192-wide row held in registers took >= 201 us at any warp count, against 155 us for the two-sweep

@@ -22,7 +22,7 @@ Stage 1 has two variants:
   computes c1 and c2, sweep 2 re-reads x and dy (L2 hits: they were loaded with evict_last), writes dx and
   updates the program's private row of the partial buffer, a read-modify-write that stays in L2. Each step takes
   WIDE_ROWS = 4 rows of a [4, 4096] tile at 16 warps, so a partial row is read and written once per 4 rows: on the
-  H200 wide_few_rows took 116 us at 4 rows against 141 us at 2 (benchmarks/runs/round7/tune_memory_bound.json).
+  H200 wide_few_rows took 116 us at 4 rows against 141 us at 2 (benchmarks/data/runs/round7/tune_memory_bound.json).
 
 Everything is computed in fp32 from bf16 loads; dx is rounded once, at the store.
 
@@ -40,7 +40,7 @@ wide_few_rows    201,506,816  48.4 us  116 us, 0.41, 1.31x / 1.08x
 ===============  ===========  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline: many_rows_n1024 0.996x of torch.compile's 263 us (within 1%). wide_few_rows beats it
@@ -61,7 +61,7 @@ import triton.language as tl
 MAX_REGISTER_BLOCK = 8192  # row-in-registers up to here: x, dy, w and two partials = 80 fp32 per thread at 16 warps
 WIDE_TILE = 4096  # column tile of the wide kernel: [4, 4096] = 64 KB of dy + x per step, 32 per thread at 16 warps
 # Rows per step of the wide kernel: a quarter of the partial-row read-modify-write traffic. On the H200 wide_few_rows
-# took 113 us at 4 rows against 140 us at 2 (benchmarks/runs/round7/tune_memory_bound.json).
+# took 113 us at 4 rows against 140 us at 2 (benchmarks/data/runs/round7/tune_memory_bound.json).
 WIDE_ROWS = 4
 
 

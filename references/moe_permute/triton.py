@@ -36,7 +36,7 @@ skewed_128e_top8    32768, 128, 8, 2048  295 us   428 us, 0.69, 2.94x / 3.03x
 ==================  ===================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 These rows come from a rerun of this task after the scatter fix (same machine type, same session; ``reruns``
 in the JSON): the full round's run crashed with an illegal address in the scatter kernel.
 The calls stream at 2.87-2.90 TB/s; the gap to the floor is the three-launch chain and a likely DRAM-side limit of

@@ -35,7 +35,7 @@ lengths and never copies K/V:
   reason the P @ V product keeps P in fp32 and runs in TF32 (10-bit mantissa) instead of rounding P to bf16
   (which leaves ~1e-4 of the "sharp" outputs just past the tolerance); with both, the worst excess over rtol is
   1.3e-4, 7x inside the 1e-3 atol. Decode is memory-bound, so the TF32 MMA and the fp32 V operand cost no time.
-  The task's tolerance is now [2e-3, 4e-2]; on the H200 (benchmarks/tolerance_audit_h200.json) the kernel's worst
+  The task's tolerance is now [2e-3, 4e-2]; on the H200 (benchmarks/data/tolerance_audit_h200.json) the kernel's worst
   element uses <= 0.19 of it on every workload, PyTorch's SDPA up to 0.85 (skewed_lengths, "sharp").
 
 ``_chunk`` / ``_block_n`` / ``_num_progs`` override the launcher's choices (tests force many splits and small tiles
@@ -52,7 +52,7 @@ long_b8_32k     8, 64, 8, 128, 16, 8 x 32768              258 us     342 us, 0.7
 ==============  ========================================  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 
 Registers (sm_90a ptxas, 4 warps): 213-242, no spills, 41 KB of shared memory: 2 programs per SM fit.
 """

@@ -20,7 +20,7 @@ A scan moves 2N elements at minimum (read x, write y); each path below keeps to 
   ``tl.cumsum``) and carries the running total in a register; no inter-program communication.
 - ``tile`` (short rows, N <= 2048; short_rows_fp32): one program per [ROWS, BLOCK_N] tile of 1024 elements (4 rows
   of 256 at 4 warps), scanned along axis 1 with one load and one store. The kernel can loop over tiles, but a
-  persistent grid was 5-17% slower on the H200 (benchmarks/runs/round7/tune_memory_bound.json).
+  persistent grid was 5-17% slower on the H200 (benchmarks/data/runs/round7/tune_memory_bound.json).
 
 Loads and stores are contiguous ``tl.arange`` tiles whose length is a multiple of 4 * 32 * num_warps, so every
 thread moves 16-byte vectors (ld.global.v4 / st.global.v4 in the sm_90a PTX, compiled on a CPU host; the
@@ -28,7 +28,7 @@ look-back polls with atom.acquire.gpu.add.u64 and publishes with atom.release.gp
 spills). fp32 sums are in fp32: the scan tree inside a tile plus one carry (or look-back) add per tile.
 
 Numerics: On the
-H200 (benchmarks/tolerance_audit_h200.json) the int32 and "signed_ints" results are exact and the fp32 workloads
+H200 (benchmarks/data/tolerance_audit_h200.json) the int32 and "signed_ints" results are exact and the fp32 workloads
 use <= 0.004 of the tolerance (torch.cumsum: 0.024 on vocab_rows_fp32).
 
 Roofline floors on H200 (bytes = 2*B*N*elt at the measured copy bandwidth):
@@ -42,7 +42,7 @@ short_rows_fp32  262144 x 256   129 us     130 us, 0.98, 11.38x / 1.01x
 ===============  =============  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.84x with the persistent tile grid
@@ -251,7 +251,7 @@ def prefix_scan(x: torch.Tensor, *, _path: str | None = None, _block: int | None
         rows = _rows or max(1, min(triton.next_power_of_2(B), _TILE_ELEMS // block_n))
         warps = 8 if rows * block_n >= 4096 else 4
         # One program per row block: on the H200 a persistent grid was 5-17% slower than [4, 256] tiles with a
-        # program each (benchmarks/runs/round7/tune_memory_bound.json: 130 vs 155 us at short_rows_fp32).
+        # program each (benchmarks/data/runs/round7/tune_memory_bound.json: 130 vs 155 us at short_rows_fp32).
         progs = _num_progs or triton.cdiv(B, rows)
         _scan_tile_kernel[(progs,)](x, y, B, N, x.stride(0), y.stride(0), progs,
                                     ROWS=rows, BLOCK_N=block_n, num_warps=warps)

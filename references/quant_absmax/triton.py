@@ -32,7 +32,7 @@ Numerics (CPU, interpreter, against the reference): the scales are bit-identical
 fraction of a percent of the elements: bf16 inputs make exact rounding ties common (x = amax/2 gives y = 63.5), and
 x * (QMAX/amax) breaks them differently from the reference's x / (amax/QMAX). That step is what the catalog's
 tolerances allow: int8 errors are exactly 1 = atol, fp8 errors reach 0.73 of [2e-3, 0.125]. On the H200
-(benchmarks/tolerance_audit_h200.json) the scales are exact, int8 errors are 1 = atol for the kernel and the
+(benchmarks/data/tolerance_audit_h200.json) the scales are exact, int8 errors are 1 = atol for the kernel and the
 eager baseline alike, and the kernel's fp8 errors reach 0.9999 of the tolerance (the baseline's 0.71).
 
 Roofline floors on H200 (bytes = M*N*2 + M*N + 4*M*(N/G) at the measured copy bandwidth):
@@ -46,7 +46,7 @@ wide_row_int8  4096 x 53248, 53248  157 us     222 us, 0.71, 14.66x / 1.23x
 =============  ===================  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 Investigation notes: references/quant_absmax/NOTES.md.
 """
 

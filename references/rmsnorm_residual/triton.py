@@ -13,14 +13,14 @@ Two paths, picked by the launcher:
 - ``rows``: N <= 16384. The fp32 row h (up to 64 KB) stays in registers across the add, the reduction and the
   scaling; one program per row, 64 fp32 values of h per thread (num_warps = BLOCK_N / 2048, at least 1). The
   kernel can loop over rows (w loaded once per program, evict_last, before the loop), but on the H200 a persistent
-  grid of resident programs was 6-14% slower than one program per row (benchmarks/runs/round7/tune_*.json), so
+  grid of resident programs was 6-14% slower than one program per row (benchmarks/data/runs/round7/tune_*.json), so
   the launcher uses num_progs = M.
 - ``tiled``: N > 16384. Pass 1 over column tiles adds, stores residual_out (evict_last, so it stays in L2) and
   accumulates h*h; pass 2 re-reads residual_out from L2 and writes y. y is then computed from h rounded to the
   storage dtype, which adds at most one storage ulp of error (within the task's tolerances).
 
 The ``rows`` kernel puts no hints on x, residual, y and residual_out: with evict_first loads and ``.cs`` stores it was
-5-7% slower on the H200 at every warp count and grid size swept (benchmarks/runs/round7/tune_hints_ab.json: prefill_8k
+5-7% slower on the H200 at every warp count and grid size swept (benchmarks/data/runs/round7/tune_hints_ab.json: prefill_8k
 280 vs 262 us), most of it from the evict_first loads (tune_no_evict_first.json). The ``tiled`` path keeps them: its
 pass 1 must leave residual_out in L2 for pass 2 and nothing else.
 
@@ -35,7 +35,7 @@ fp16_outliers  8192 x 8192 fp16   129 us   137 us, 0.93, 7.04x / 0.96x
 =============  =================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline (torch.compile) on every workload, by 3.5-4%: prefill_8k (0.97x of 257 us), wide_rows_16k

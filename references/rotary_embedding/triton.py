@@ -29,7 +29,7 @@ mla_rope_d64        545,390,592  131 us  143 us, 0.91, 22.19x / 2.90x
 ==================  ===========  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ batch_short  64, 2048, 1024, 16   642 us      3.35 ms, 0.19, 83.61x / 39.76x
 ===========  ===================  ==========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30); the MUFU rate is the estimate above (marked so in the JSON).
+benchmarks/data/references_h200.json, 2026-11-30); the MUFU rate is the estimate above (marked so in the JSON).
 The kernel is bound by instruction issue and latency, not by the MUFU count (27-33 instructions per (t, d, n),
 from the sm_90a SASS; NOTES.md).
 PyTorch trails by 40-115x because its baseline materializes the [batch, D, L, N] states.

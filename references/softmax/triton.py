@@ -7,7 +7,7 @@ Four paths, picked by the launcher from the row length N and the row count M:
 
 - ``tile``: N <= 1024. One program per [BLOCK_M, BLOCK_N] tile of 1024 elements (4 rows of 256 at 4 warps),
   reduced along axis 1, so reductions stay inside a warp. The kernel can loop over tiles, but a persistent grid
-  of 2-8 programs per SM was 2-9% slower on the H200 (benchmarks/runs/round7/tune_memory_bound.json).
+  of 2-8 programs per SM was 2-9% slower on the H200 (benchmarks/data/runs/round7/tune_memory_bound.json).
 - ``rows``: 1024 < N <= 16384. One program per row, BLOCK_N = next_pow2(N) held in registers, num_warps
   4 / 8 / 16 as BLOCK_N grows (<= 32 fp32 values per thread, no spills).
 - ``two_sweep``: N > 16384 and M >= 2 x SMs. One program per row (persistent over rows) sweeps the row twice:
@@ -32,7 +32,7 @@ few_huge_rows    16 x 2097152 bf16   32.2 us  60.3 us, 0.53, 9.28x / 1.45x
 ===============  ==================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.92x with the persistent tile grid).
@@ -275,7 +275,7 @@ def softmax(x: torch.Tensor, *, _path: str | None = None, _block_n: int | None =
         block_m = _block_m or max(1, min(triton.next_power_of_2(M), _SHORT_TILE // block_n))
         warps = 4 if block_m * block_n <= 4096 else 8
         # One program per row block: on the H200 a persistent grid (2-8 programs per SM) was 2-9% slower than
-        # [4, 256] tiles with a program each (benchmarks/runs/round7/tune_memory_bound.json: 130 vs 141 us).
+        # [4, 256] tiles with a program each (benchmarks/data/runs/round7/tune_memory_bound.json: 130 vs 141 us).
         progs = _num_progs or triton.cdiv(M, block_m)
         _softmax_tile_kernel[(progs,)](x, y, M, N, x.stride(0), y.stride(0), progs,
                                        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)

@@ -45,7 +45,7 @@ low_degree_graph    16.8M rows, 67M nnz, 4 per row       177 us  1.15 ms, 0.15, 
 ==================  ===================================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 Below the best baseline (torch.sparse_csr_tensor @ x): uniform_32_per_row (0.98x of torch.compile's 989 us),
 power_law_rows (0.98x of eager's 969 us), stencil_27pt (0.79x of torch.compile's 646 us).
 

@@ -15,7 +15,7 @@ no lane is masked off, and ROWS makes each tile 4096 elements: per program 16 KB
 (one 16-byte vector) per thread per stream at 16 warps. That gives 64 x 13 programs for the decode shape instead
 of 64, and three full column blocks per short row. Nothing is reused, yet the loads and stores carry no eviction
 hints: on the H200, evict_first loads and .cs stores made the kernel 5-7% slower at every tile and warp count
-swept (benchmarks/runs/round7/tune_hints_ab.json).
+swept (benchmarks/data/runs/round7/tune_hints_ab.json).
 
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
@@ -28,7 +28,7 @@ moe_short_rows    603,979,776    145 us   149 us, 0.97, 3.63x / 0.97x
 ================  =============  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline (torch.compile): prefill_14336 (0.96x of 324 us) and moe_short_rows (0.97x of 144 us).
@@ -66,7 +66,7 @@ def _swiglu_kernel(
     x_row = X + rows.to(tl.int64)[:, None] * stride_xt
     # Two coalesced streams: the gate half and the up half of the same rows.
     # No eviction hints: on the H200, evict_first loads and .cs stores made this kernel 5-7% slower at every tile
-    # and warp count (benchmarks/runs/round7/tune_hints_ab.json: 340 vs 360 us on prefill_14336).
+    # and warp count (benchmarks/data/runs/round7/tune_hints_ab.json: 340 vs 360 us on prefill_14336).
     g = tl.load(x_row + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     u = tl.load(x_row + I + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     # silu(g) = g / (1 + 2^(-g*log2(e))): one MUFU.EX2 and an approximate division (div.full, 2 ulp, far below
@@ -88,7 +88,7 @@ def _block_i(inter: int, max_block: int) -> int:
 def _plan(inter: int, *, tile_elems: int = TILE_ELEMS, max_block_i: int = MAX_BLOCK_I) -> tuple[int, int, int]:
     """(ROWS, BLOCK_I, num_warps) for rows of I outputs: 4096-output tiles, 8 per thread at 16 warps.
 
-    Swept on the H200 (benchmarks/runs/round7/tune_hints_ab.json, tiles of 1-16k outputs, 2-16 warps): 8 outputs
+    Swept on the H200 (benchmarks/data/runs/round7/tune_hints_ab.json, tiles of 1-16k outputs, 2-16 warps): 8 outputs
     per thread was best or within 1% on all three workloads; the tile size itself moved the time by < 2%."""
     block_i = _block_i(inter, max_block_i)
     rows = max(1, tile_elems // block_i)

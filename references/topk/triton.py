@@ -51,7 +51,7 @@ bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  445 us, 0.04, 0.76x 
 ======================  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline: sampling_k50 1.36x and sparse_attention_k2048 1.18x of torch.topk (0.72x and 0.56x with the
@@ -408,7 +408,7 @@ def topk(x: torch.Tensor, k: int, *, _path: str | None = None, _tile: int | None
     key_low = 16 if is_bf16 else 0
     dev = x.device
     if path == "rows":
-        # fp32: one program per row, 8 KB tiles. On the H200 (benchmarks/runs/round7/tune_gemms_topk.json) this
+        # fp32: one program per row, 8 KB tiles. On the H200 (benchmarks/data/runs/round7/tune_gemms_topk.json) this
         # took 346 us at sampling_k50 and 1.34 ms at sparse_attention_k2048, against 639 us and 2.94 ms for a
         # persistent grid capped at one program per SM and 48 MB of rows in flight: the passes are bound by the
         # histogram and compaction instructions, not by HBM, so what counts is how many programs each SM

@@ -15,7 +15,7 @@ bank-conflict-free layout) for the layout conversion behind tl.trans. Two varian
   memory and written by a TMA descriptor of Y from the transposed registers; no per-thread address math, and
   out-of-range boxes are clipped by the hardware. It is not the default because on the H200 it was slower: 333 us
   on square_bf16 against 290 us for the pointer kernel, and no faster on the other shapes
-  (benchmarks/runs/round7/tune_hints_ab.json).
+  (benchmarks/data/runs/round7/tune_hints_ab.json).
 
 The tile follows the aspect ratio. Square-ish matrices use 64 x 64 tiles (8 KB of bf16, 16 KB of fp32: 16-32
 elements per thread at 8 warps, 128-256 B runs on both sides). A skinny side (<= 32 elements) is covered
@@ -34,7 +34,7 @@ tall_skinny_bf16  1,073,741,824  258 us  265 us, 0.97, 7.96x / 1.01x
 ================  =============  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
-benchmarks/references_h200.json, 2026-11-30).
+benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
 Against the best baseline (torch.compile): square_bf16 1.09x, tall_skinny_bf16 1.01x, and rect_fp32 0.99x (272 vs
@@ -76,7 +76,7 @@ def _transpose_kernel(
     rn = tl.max_contiguous(tl.multiple_of(rn, BLOCK_N), BLOCK_N)
     # Coalesced along X's rows.
     mask = (rm < M)[:, None] & (rn < N)[None, :]
-    # No evict_first / .cs: on the H200 they cost 3-5% on every shape (benchmarks/runs/round7/tune_hints_ab.json).
+    # No evict_first / .cs: on the H200 they cost 3-5% on every shape (benchmarks/data/runs/round7/tune_hints_ab.json).
     x = tl.load(X + rm.to(tl.int64)[:, None] * stride_xm + rn[None, :], mask=mask)
     # Coalesced along Y's rows: the layout change to [BLOCK_N, BLOCK_M] goes through shared memory.
     y_mask = (rn < N)[:, None] & (rm < M)[None, :]
@@ -125,7 +125,7 @@ def transpose(X: torch.Tensor, *, _path: str | None = None, _max_side: int | Non
     if M == 0 or N == 0:
         return Y
     # Pointer tiles by default: on the H200 the TMA kernel took 333 us on square_bf16 against 290 us for the pointer
-    # kernel, and lost or tied on the other shapes (benchmarks/runs/round7/tune_hints_ab.json).
+    # kernel, and lost or tied on the other shapes (benchmarks/data/runs/round7/tune_hints_ab.json).
     path = _path or "pointer"
     if path == "tma":
         from triton.tools.tensor_descriptor import TensorDescriptor

@@ -50,7 +50,7 @@ def test_honest_kernel_timed_against_live_baselines() -> None:
 
 def test_timing_is_repeatable() -> None:
     # Two fresh evaluations. The old per-call loop missed 5% here (run 1); the batched one held five evaluations
-    # of rows_4k within 0.64% (150 reps, benchmarks/runs/references_h200_quick_run2.json).
+    # of rows_4k within 0.64% (150 reps, benchmarks/data/runs/references_h200_quick_run2.json).
     a = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
     b = run("softmax", HONEST / "masked_one_pass.py", ["rows_4k"])
     assert a.status == b.status == "passed", a.message + b.message

@@ -49,11 +49,11 @@ def test_wild_corpus_is_held_out_and_its_first_pass_is_kept():
     suite = Suite(ROOT)
     n = sum(len(load_labels(WILD / t, suite.load_rubric(t))) * len(
         [p for p in suite.load_rubric(t).properties if not p.deprecated]) for t in WILD_TASKS)
-    data = json.loads((ROOT / "benchmarks" / "static_accuracy.json").read_text())["wild"]
+    data = json.loads((ROOT / "benchmarks" / "data" / "static_accuracy.json").read_text())["wild"]
     first, final = data["first_pass"]["summary"]["all"], data["final"]["summary"]["all"]
     assert first["n"] == final["n"] == n
     assert first["accuracy"] < final["accuracy"]
-    assert (ROOT / "benchmarks" / "static_first_pass" / "wild.txt").read_text().startswith("# first pass")
+    assert (ROOT / "benchmarks" / "data" / "static_first_pass" / "wild.txt").read_text().startswith("# first pass")
 
 
 @pytest.mark.parametrize("task_id", WILD_TASKS)

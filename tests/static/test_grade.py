@@ -156,9 +156,9 @@ def _reference_cases():
 EXPERT_DEVIATIONS = {
     ("swiglu", "swiglu.L3.vector-io-hints"):
         "evict_first loads and .cs stores made the kernel 5-7% slower at every tile and warp count "
-        "(benchmarks/runs/round7/tune_hints_ab.json); the 16-byte vector half of the item is kept",
+        "(benchmarks/data/runs/round7/tune_hints_ab.json); the 16-byte vector half of the item is kept",
     ("transpose", "transpose.L3.streaming-hints"):
-        "evict_first loads and .cs stores cost 3-5% on every catalog shape (benchmarks/runs/round7/tune_hints_ab.json)",
+        "evict_first loads and .cs stores cost 3-5% on every catalog shape (benchmarks/data/runs/round7/tune_hints_ab.json)",
 }
 
 

@@ -38,7 +38,7 @@ def paired(tmp_path_factory) -> PairedRun:
     root = tmp_path_factory.mktemp("paired")
     run = make_paired_run(root, behaviour={("layernorm", "unguided"): "silent", ("layernorm", "guided"): "wrong"},
                           unguided={"softmax": FIXED_SOFTMAX})
-    cli("view", str(run), "--reference-figures", str(ROOT / "benchmarks" / "references_h200.json"),
+    cli("view", str(run), "--reference-figures", str(ROOT / "benchmarks" / "data" / "references_h200.json"),
         "--suite", str(ROOT))
     report = root / "report" / "report.html"
     cli("report", str(run), "--out", str(report), "--resamples", "200")

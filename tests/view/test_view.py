@@ -47,7 +47,7 @@ def test_episode_pages_show_the_records(paired: PairedRun):
     assert guided.count('class="version"') == 2 and "d-del" in guided and "test: " in guided
     # evaluation: excluded baselines with why, the best one, the expert's H200 figures
     assert "out of tolerance: 3 of 32768 elements" in guided and "autotuning disabled" in guided
-    assert ">best<" in guided and "benchmarks/references_h200.json (NVIDIA H200)" in guided
+    assert ">best<" in guided and "benchmarks/data/references_h200.json (NVIDIA H200)" in guided
     # grades: the fused verdict with its agreement, the judge's reasoning, per property
     grades = [json.loads(x) for x in (paired.run / "grades.jsonl").read_text().splitlines()]
     fused = next(g for g in grades if g["item"] == "softmax.guided-all.s0" and g["rater"] == "combined"
