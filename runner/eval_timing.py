@@ -18,7 +18,7 @@ batches to a long real one is only as good as the fit). Events whose mean is und
 :func:`untrusted_margin` are ``timing.untrusted`` (rejected): the host under-reported.
 
 The margin is wide on purpose. On the H200 (round 9, 2026-12-02) a calibration batch cost 300-500 ms besides its
-reps and its residuals were 15-50 ms, so the clock's per-call estimate carries 0.1-0.6 ms of error; the old
+reps and its residuals were 9-50 ms, so the clock's per-call estimate carries 0.1-0.6 ms of error; the old
 margin (three times the residual per rep) rejected honest kernels (causal_conv1d long_single_seq: events 0.93 ms,
 implied 2.89 ms, margin 1.92 ms). The clock catches a host that hides milliseconds, not microseconds; the outputs
 (every one checked) and the roofline floor hold for short kernels.
