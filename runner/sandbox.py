@@ -371,11 +371,15 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     return out
 
 
+def _host_tmp_root() -> Path:
+    """Where kernel-host temp folders go: a folder every uid can enter (the caller's TMPDIR may be private)."""
+    return Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
+
+
 def _host_dir() -> Path:
-    """The kernel host's temp folder, ``/tmp/d2k-host-<our pid>-*``: in a folder every uid can enter (the caller's
-    TMPDIR may be private), named so a later start can tell its creator died (:func:`sweep_stale`)."""
-    root = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
-    return Path(tempfile.mkdtemp(prefix=f"d2k-host-{os.getpid()}-", dir=root))
+    """The kernel host's temp folder, ``/tmp/d2k-host-<our pid>-*``, named so a later start can tell its creator
+    died (:func:`sweep_stale`)."""
+    return Path(tempfile.mkdtemp(prefix=f"d2k-host-{os.getpid()}-", dir=_host_tmp_root()))
 
 
 def _end_group(pgid: int | None) -> None:
@@ -403,8 +407,7 @@ def sweep_stale() -> int:
     """Remove kernel-host temp folders whose creator is gone (a caller killed with ``kill -9``: they belong to
     another uid, so the run store's own sweep leaves them); returns how many."""
     removed = 0
-    root = Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
-    for folder in root.glob("d2k-host-*"):
+    for folder in _host_tmp_root().glob("d2k-host-*"):
         parts = folder.name.split("-")
         if len(parts) < 4 or not parts[2].isdigit() or pid_alive(int(parts[2])):
             continue
