@@ -7,11 +7,14 @@ Two corpora (``present`` is the positive class; ``unknown`` counts as a miss):
   of kernels, multi-file submissions...) labelled before any check was changed for them; it measures how the
   rater generalises. Its first-pass figure (the rater as it was when the labels were committed) is kept under
   ``wild.first_pass`` beside the current one (``wild.final``).
+- ``review``: ``tests/static/review/<task>/``, the same for the 19 tasks outside ``wild``: kernels of the other
+  valid forms and designs their guidance allows (and weaker ones it does not), written to review each rubric's
+  static block against its guidance; ``review.first_pass`` and ``review.final`` likewise.
 
 Prints one line per property, per level and per task, and merges the results into ``--out`` under the corpus's
 key (and, for ``wild``, the ``--stage``), keeping the other entries.
 
-    python benchmarks/static_accuracy.py [--corpus corpus|wild] [--stage final|first_pass] [TASK ...]
+    python benchmarks/static_accuracy.py [--corpus corpus|wild|review] [--stage final|first_pass] [TASK ...]
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ sys.path.insert(0, str(ROOT))
 from d2kgrade.static.corpus import Tally, evaluate
 from d2kgrade.suite import Suite
 
-CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild"}
+CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild",
+           "review": ROOT / "tests" / "static" / "review"}
+STAGED = ("wild", "review")
+"""The held-out corpora: each keeps its first-pass figure beside the final one."""
 
 
 def fmt(x: float | None) -> str:
@@ -73,20 +79,20 @@ def main() -> None:
     ap.add_argument("tasks", nargs="*")
     ap.add_argument("--corpus", choices=sorted(CORPORA), default="corpus")
     ap.add_argument("--stage", choices=("final", "first_pass"), default="final",
-                    help="wild corpus only: which entry to write (first_pass is written once, before tuning)")
+                    help="wild and review corpora only: which entry to write (first_pass is written once, before tuning)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "static_accuracy.json")
     args = ap.parse_args()
     folder = CORPORA[args.corpus]
     tasks = args.tasks or sorted(p.name for p in folder.iterdir() if (p / "labels.yaml").is_file())
     res = measure(folder, tasks)
     res["command"] = "python benchmarks/static_accuracy.py --corpus " + args.corpus + (
-        f" --stage {args.stage}" if args.corpus == "wild" else "")
+        f" --stage {args.stage}" if args.corpus in STAGED else "")
     res["date"] = time.strftime("%Y-%m-%d")
     data = json.loads(args.out.read_text()) if args.out.is_file() else {}
     if "summary" in data:  # the earlier layout held the in-repo corpus at the top level
         data = {"corpus": data}
-    if args.corpus == "wild":
-        data.setdefault("wild", {})[args.stage] = res
+    if args.corpus in STAGED:
+        data.setdefault(args.corpus, {})[args.stage] = res
     else:
         data["corpus"] = res
     args.out.write_text(json.dumps(data, indent=2) + "\n")
