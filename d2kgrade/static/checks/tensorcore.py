@@ -8,7 +8,7 @@ from d2kgrade.static.dataflow import Flow, flow
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Expr, Function
 from d2kgrade.static.lower import dtype_of
-from d2kgrade.static.patterns.mma import mma_values
+from d2kgrade.static.patterns.mma import cta_tile, mma_calls, mma_values
 from d2kgrade.static.patterns.names import CP_ASYNC, CUDA_MMA_ASM, CUDA_MMA_CALLS, DOTS
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -84,15 +84,41 @@ def _small_tile(fl: Flow, facts: Facts, fn: Function, inits: list[Expr], min_til
 
 
 @check("cuda_tensor_core")
-def cuda_tensor_core(facts: Facts, lang: str) -> CheckResult:
+def cuda_tensor_core(facts: Facts, lang: str, *, min_tile: int | None = None) -> CheckResult:
     """Reachable CUDA code issues tensor-core instructions: ``wmma::mma_sync``, inline ``mma.sync``/``wgmma``
-    PTX, or CuTe/CUTLASS GEMM calls."""
+    PTX, or CuTe/CUTLASS GEMM calls. With ``min_tile``, a kernel issuing them has a CTA tile whose M and N sides
+    (``BM``/``BN``, ``BLOCK_M``, ``kTileN``...: template arguments at the launches, ``constexpr``, ``#define``)
+    reach it in some instantiation, as ``tl_dot_in_k_loop``'s ``min_tile`` asks of Triton; sides the analysis
+    cannot resolve are not held against the kernel."""
     hits = [span(c, c.name) for f in code(facts, "cuda") for c in f.calls if matches(c.name, CUDA_MMA_CALLS)]
     hits += [span(t, "asm") for t in facts.reachable_tokens("asm")  # type: ignore[arg-type]
              if any(p in t.text for p in CUDA_MMA_ASM)]
-    if hits:
-        return found("tensor-core instructions in CUDA code", hits[:4], 0.9)
-    return missing("no wmma/mma.sync/wgmma/CUTLASS tensor-core path in reachable CUDA code", confidence=0.85)
+    if not hits:
+        return missing("no wmma/mma.sync/wgmma/CUTLASS tensor-core path in reachable CUDA code", confidence=0.85)
+    if min_tile:
+        small = _small_cta_tiles(facts, min_tile)
+        if small:
+            return missing(f"tensor-core CTA tile at most {small}, below {min_tile}x{min_tile}", confidence=0.8)
+    return found("tensor-core instructions in CUDA code", hits[:4], 0.9)
+
+
+def _small_cta_tiles(facts: Facts, min_tile: int) -> str | None:
+    """``"BMxBN"`` when every CUDA kernel issuing MMAs has a known CTA tile with a side below ``min_tile`` in all
+    its instantiations; None when one reaches it (or cannot be resolved)."""
+    fl = flow(facts)
+    small = []
+    for fn in code(facts, "cuda"):
+        if not mma_calls(facts, fn):
+            continue
+        tile = cta_tile(fl, facts, fn)
+        dims = [tile.get("m"), tile.get("n")]
+        if any(not vals or None in vals for vals in dims):
+            return None
+        top = [max(v for v in vals if v is not None) for vals in dims]  # type: ignore[union-attr]
+        if min(top) >= min_tile:
+            return None
+        small.append(f"{top[0]}x{top[1]}")
+    return small[0] if small else None
 
 
 @check("async_copy")
