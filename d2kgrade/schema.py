@@ -536,6 +536,10 @@ class Property(Model):
     """Retired with its guidance item; kept so old grades still join."""
     ablation: AblationSpec | None = None
     """How to remove the property for ``d2kgrade ablate`` (absent: not yet decided)."""
+    workloads: list[str] | None = Field(default=None, min_length=1)
+    """Names of the task's workloads the property concerns, when its guidance is for some sizes only (a split-KV
+    path for the long contexts); the static rater then judges only the host paths that serve one of them. Absent:
+    every catalog workload. Checked against the task's workload names by ``d2kgrade tasks validate``."""
 
 
 class Rubric(Model):

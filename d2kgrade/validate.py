@@ -17,7 +17,7 @@ from d2kgrade import formulas
 from d2kgrade.dtypes import FLOAT_DTYPES, tolerance_key
 from d2kgrade.errors import Problem, SpecError
 from d2kgrade.io import read_text, regular_file_problem
-from d2kgrade.schema import Rubric, Task
+from d2kgrade.schema import Property, Rubric, Task
 from d2kgrade.suite import Suite
 
 REFERENCE_FUNCTIONS = ("reference", "baseline", "make_inputs")
@@ -113,6 +113,7 @@ def check_rubric(task: Task, rubric: Rubric, path: Path, known_checks: set[str] 
         elif g.level != p.level:
             problems.append(Problem(str(path), f"properties.{i}.level",
                                     f"is {p.level} but guidance {pid!r} is {g.level}"))
+        problems.extend(workload_problems(task, p, i, path))
         if known_checks is None:
             continue
         for j, ref in enumerate(p.static.checks):
@@ -126,6 +127,15 @@ def check_rubric(task: Task, rubric: Rubric, path: Path, known_checks: set[str] 
                 if msg:
                     problems.append(Problem(str(path), f"properties.{i}.static.checks.{j}.args", msg))
     return problems
+
+
+def workload_problems(task: Task, prop: Property, index: int, path: Path | str) -> list[Problem]:
+    """A property's ``workloads`` against the task's catalog: one problem per name the task does not have."""
+    known = [w.name for w in task.workloads]
+    return [Problem(str(path), f"properties.{index}.workloads.{j}",
+                    f"property {prop.id!r} names workload {name!r}, which task {task.id!r} does not have; its "
+                    f"workloads: {', '.join(known)}")
+            for j, name in enumerate(prop.workloads or []) if name not in known]
 
 
 def _known_checks() -> set[str]:

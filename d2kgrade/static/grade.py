@@ -6,6 +6,11 @@ flips it, and ``combine: all`` (every check passes) or ``any`` (one does) decide
 that cannot tell makes the property ``unknown`` unless the others already decide it. A file with no reachable
 Triton or CUDA code (pure PyTorch) has every property ``absent``; a file that cannot be analysed has every
 property ``unknown`` and the reason in ``FileGrade.error``.
+
+Given the task, each property is judged on the host paths that serve the workloads it concerns (its
+``workloads``, else the whole catalog): a launch that no such workload reaches, and kernel code under a constexpr
+mode none of them selects, is left out (:mod:`d2kgrade.static.workloads`), and the grade's reason and
+``details["workloads"]`` say which workloads each launch serves and what was not counted.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from d2kgrade.schema import CheckRef, Property, Rubric, Task
 from d2kgrade.static.extract import extract_facts, gc_paused
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.registry import CheckResult, check_args_problem, load_all
+from d2kgrade.static.workloads import WorkloadPaths, workload_paths
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +122,30 @@ def run_check(facts: Facts, ref: CheckRef) -> CheckResult:
     return res
 
 
-def grade_property(prop: Property, facts: Facts) -> PropertyGrade:
-    """One property's static verdict on one file."""
+def grade_property(prop: Property, facts: Facts, paths: WorkloadPaths | None = None) -> PropertyGrade:
+    """One property's static verdict on one file; with ``paths`` (the task's workloads), judged on the host paths
+    that serve the workloads the property concerns (:mod:`d2kgrade.static.workloads`)."""
+    if paths is None or not paths.envs:
+        return _grade_property(prop, facts)
+    names = paths.select(prop.workloads)
+    return _with_paths(_grade_property(prop, paths.view(names)), paths, names)
+
+
+def _with_paths(g: PropertyGrade, paths: WorkloadPaths, names: tuple[str, ...]) -> PropertyGrade:
+    """``g`` saying which workloads were judged, which workloads each launch serves, and what was not counted."""
+    dropped = paths.dropped(names)
+    rows = [{"kernel": p.launch.kernel, "line": paths.facts.locate(p.launch.line)[1],
+             "serves": [n for n, t in p.serves.items() if t is True],
+             "undecided": [n for n, t in p.serves.items() if t is None],
+             "counted": p.live(names)} for p in paths.paths]
+    g.details = {**g.details, "workloads": {"judged": list(names), "paths": rows, "not_counted": dropped}}
+    if dropped:
+        g.reason = (g.reason + "; " if g.reason else "") + "judged on the paths serving " + ", ".join(names) + \
+            "; not counted: " + "; ".join(dropped)
+    return g
+
+
+def _grade_property(prop: Property, facts: Facts) -> PropertyGrade:
     base = {"property_id": prop.id, "level": prop.level, "rater": "static"}
     spec = prop.static
     if not facts.ok:
@@ -180,10 +208,25 @@ def grade_property(prop: Property, facts: Facts) -> PropertyGrade:
 
 def grade_facts(rubric: Rubric, facts: Facts, *, task: Task | None = None, gating: bool = False,
                 item: str = "") -> FileGrade:
-    """Grade already-extracted facts against ``rubric``."""
+    """Grade already-extracted facts against ``rubric``; with ``task``, each property on the host paths that
+    serve its workloads.
+
+    Raises:
+        SpecError: the rubric's checks are malformed, or a property names a workload ``task`` does not have.
+    """
     check_rubric_static(rubric)
+    paths = None
+    if task is not None:
+        from d2kgrade.validate import workload_problems
+
+        problems = [pr for i, p in enumerate(rubric.properties) for pr in workload_problems(
+            task, p, i, f"rubric {rubric.task}")]
+        if problems:
+            raise SpecError(problems)
+        if facts.ok:
+            paths = workload_paths(facts, task)
     with gc_paused():  # checks allocate many short-lived containers too (see gc_paused)
-        grades = [grade_property(p, facts) for p in rubric.properties if not p.deprecated]
+        grades = [grade_property(p, facts, paths) for p in rubric.properties if not p.deprecated]
     return file_grade(rubric, facts.path, "static", grades, task=task, gating=gating,
                       error="; ".join(facts.errors), item=item)
 
@@ -195,12 +238,14 @@ def grade_file(rubric: Rubric, path: str | Path, task: Task | None = None, gatin
     Args:
         rubric: the task's rubric (its ``static`` blocks decide).
         path: a ``.py`` submission (Triton and/or ``load_inline`` CUDA) or a ``.cu``/``.cuh`` file.
-        task: the task, needed only for ``gating``.
+        task: the task: its workloads decide which host paths each property is judged on, and ``gating`` needs
+            its dependencies. Without it every live path counts.
         gating: count a property in the score only when what it depends on is present.
         item: id of the graded item (an episode id), copied into the grade.
 
     Raises:
-        UserError: the path does not exist or is a directory; SpecError: the rubric's checks are malformed.
+        UserError: the path does not exist or is a directory; SpecError: the rubric's checks are malformed or
+            name a workload the task does not have.
     """
     p = Path(path)
     if not p.exists():

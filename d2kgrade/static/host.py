@@ -163,7 +163,7 @@ class HostInliner:
 
     def _launch(self, c: Call, la: Launch | None, dst: Function, cp, loops: tuple[int, ...],
                 guards: tuple[Expr, ...]) -> None:
-        e = self._splice(cp(c.expr))
+        e = self._splice(cp(c.expr), dst)
         dst.calls.append(Call("launch", e, loops, guards))
         if la is None:
             return
@@ -180,12 +180,12 @@ class HostInliner:
         dst.launches.append(Launch(kernel or la.kernel, grid, e.args, dict(e.kwargs or {}), dst.key, la.line,
                                    la.end_line, la.block, la.template, target=target))
 
-    def _splice(self, e: Expr) -> Expr:
+    def _splice(self, e: Expr, dst: Function) -> Expr:
         """A launch with ``*args`` / ``**meta`` whose tuple or dict is known spliced into plain arguments."""
         args: list[Expr] = []
         changed = False
         for a in e.args:
-            seq = self._literal(a.args[0], "tuple") if a.kind == "other" and a.op == "*" and a.args else None
+            seq = self._literal(a.args[0], "tuple", dst) if a.kind == "other" and a.op == "*" and a.args else None
             if seq is not None:
                 args.extend(seq.args)
                 changed = True
@@ -193,7 +193,7 @@ class HostInliner:
                 args.append(a)
         kwargs: dict[str, Expr] = {}
         for k, v in (e.kwargs or {}).items():
-            d = self._literal(v, "dict") if k.startswith("**") else None
+            d = self._literal(v, "dict", dst) if k.startswith("**") else None
             if d is not None:
                 kwargs.update({dk: dv for dk, dv in (d.kwargs or {}).items() if not dk.startswith("**")})
                 kwargs.update({dk: dv for dk, dv in (d.kwargs or {}).items() if dk.startswith("**")})
@@ -204,10 +204,12 @@ class HostInliner:
             return e
         return Expr(e.kind, e.op, tuple(args), kwargs, e.recv, e.value, e.line, e.end_line)
 
-    def _literal(self, e: Expr, kind: str) -> Expr | None:
-        """The tuple display (``kind='tuple'``) or ``dict(...)``/``{...}`` (``'dict'``) a name stands for."""
+    def _literal(self, e: Expr, kind: str, dst: Function) -> Expr | None:
+        """The tuple display (``kind='tuple'``) or ``dict(...)``/``{...}`` (``'dict'``) a name stands for; not
+        followed through a name assigned twice (``meta = dict(FAST=True)`` in one branch, ``dict(FAST=False)`` in
+        the other: splicing the last would make one branch's values the launch's)."""
         for _ in range(8):
-            if e.kind == "name" and e.op in self.values:
+            if e.kind == "name" and e.op in self.values and sum(e.op in a.targets for a in dst.assigns) <= 1:
                 e = self.values[e.op]
                 continue
             break
