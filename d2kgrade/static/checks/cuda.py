@@ -35,7 +35,8 @@ def stride_loop(facts: Facts, lang: str, *, kind: str = "grid") -> CheckResult:
     """A CUDA loop strides by the whole grid (``kind: grid``: ``i += blockDim.x * gridDim.x`` from a global thread
     index, or ``r += gridDim.x`` from ``blockIdx.x``), by the block (``kind: block``: ``i = threadIdx.x;
     i += blockDim.x``, the threads of one block sweeping a row) or by a warp (``kind: warp``: ``i = start + lane;
-    i += 32``, consecutive lanes on consecutive elements)."""
+    i += 32``, consecutive lanes on consecutive elements; also a sub-warp of a template width, CSR-vector's
+    ``lane = threadIdx.x & (VS - 1); i = start + lane; i += VS``)."""
     fl = flow(facts)
     for fn in code(facts, "cuda"):
         for lp in fn.loops:
@@ -57,6 +58,11 @@ def stride_loop(facts: Facts, lang: str, *, kind: str = "grid") -> CheckResult:
                     n.kind == "const" and n.value == 32 for n in step.walk())) and start_names:
                 return found(f"warp-stride loop (lanes over consecutive elements) in {fn.name}",
                              span(lp, "warp-stride loop"), 0.85)
+            if kind == "warp" and lp.start is not None and step.kind == "name" and step.op in fn.constexprs and any(
+                    n.kind == "bin" and n.op in ("&", "%") and len(n.args) == 2 and "threadIdx.x" in n.args[0].names()
+                    and step.op in n.args[1].names() for n, _, _ in fl.walk(lp.start, fn, depth=4)):
+                return found(f"lane-group stride loop (groups of {step.op} lanes over consecutive elements) in "
+                             f"{fn.name}", span(lp, "sub-warp stride loop"), 0.8)
     return missing(f"no {kind}-stride loop in reachable CUDA code", confidence=0.85)
 
 
