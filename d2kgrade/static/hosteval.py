@@ -106,6 +106,9 @@ _BINS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a *
          "&": lambda a, b: a & b, "|": lambda a, b: a | b}
 _DTYPE_METHODS = {".float": "fp32", ".half": "fp16", ".bfloat16": "bf16", ".double": "fp64", ".int": "int32",
                   ".long": "int64"}
+MUTATORS = {".append", ".extend", ".insert", ".update", ".pop", ".popitem", ".clear", ".setdefault", ".remove",
+            ".sort", ".reverse", ".__setitem__"}
+"""Methods that change a list or dict in place."""
 _SAME_TENSOR = {".contiguous", ".clone", ".detach", ".cuda", "torch.empty_like", "torch.zeros_like",
                 "torch.ones_like", "torch.full_like"}
 
@@ -129,6 +132,7 @@ class Evaluator:
         ``x = x.contiguous()`` is the earlier ``x``)."""
         self._pos = {id(a): i for i, a in enumerate(fn.assigns)}
         self._module_ev: Evaluator | None = None
+        self._mutated_names: set[str] | None = None
 
     def truth(self, guards: tuple[Expr, ...]) -> bool | None:
         """Do the ``if`` conditions ``guards`` hold: True, False, or None (cannot tell)."""
@@ -221,6 +225,8 @@ class Evaluator:
             return UNKNOWN
         if self.module is not None and self.fn is not self.module:
             mdefs = self.module.defs().get(name)
+            if mdefs and name in self._mutated():
+                return UNKNOWN
             if mdefs:
                 if self._module_ev is None:
                     self._module_ev = Evaluator(self.facts, self.module, {})
@@ -231,6 +237,18 @@ class Evaluator:
         if name in self.facts.functions:
             return Fn(name)
         return UNKNOWN
+
+    def _mutated(self) -> set[str]:
+        """Names some host function of the file changes in place (``CONFIGS.append(...)``, ``_CFG.update(...)``)
+        or assigns (perhaps under ``global``, which the records do not keep): their module-level value is not
+        what a read sees."""
+        if self._mutated_names is None:
+            hosts = [f for f in self.facts.functions.values() if f.lang == "py" and f.kind == "host"
+                     and f is not self.module]
+            self._mutated_names = {c.expr.recv.op for f in hosts for c in f.calls if c.name in MUTATORS
+                                   and c.expr.recv is not None and c.expr.recv.kind == "name"}
+            self._mutated_names |= {t for f in hosts if not f.inlined for a in f.assigns for t in a.targets}
+        return self._mutated_names
 
     def value_of_defs(self, defs: list[Assign], d: int) -> Any:
         return self._defs(defs, self.fn, d)
@@ -295,7 +313,7 @@ class Evaluator:
         for _ in range(6):
             if e.kind == "name":
                 defs = self.fn.defs().get(e.op) or (self.module.defs().get(e.op) if self.module else None)
-                if not defs or len(defs) != 1:
+                if not defs or len(defs) != 1 or defs[0].loops or e.op in self._mutated():
                     return None
                 e = defs[0].value
                 continue
@@ -349,7 +367,7 @@ class Evaluator:
                 return UNKNOWN
             if isinstance(key, str) and disp.kwargs and key in disp.kwargs:
                 return v(disp.kwargs[key], d + 1)
-            return v(args[1], d + 1) if len(args) > 1 else None
+            return UNKNOWN  # a key the display lacks may have been added since
         if e.recv is None:
             return UNKNOWN
         t = v(e.recv, d + 1)

@@ -134,6 +134,27 @@ def kernel(x):
 """
 
 
+def test_module_list_changed_in_place_is_not_read(tmp_path, task):
+    p = write(tmp_path, """
+    _BLOCKS = [4096]
+
+    def _tune():
+        _BLOCKS.insert(0, 64)
+
+    def kernel(x):
+        _tune()
+        M, N = x.shape
+        y = torch.empty_like(x)
+        if _BLOCKS[0] < 128:  # true once _tune ran: the display [4096] is not what this reads
+            _exp2_rows[(M,)](x, y, N, BLOCK=64)
+        else:
+            _exp_rows[(M,)](x, y, N, BLOCK=4096)
+        return y
+    """)
+    g = grade(p, task)
+    assert g.verdict == "present" and all(r["counted"] for r in g.details["workloads"]["paths"])
+
+
 def test_property_workloads_count_only_their_paths(tmp_path, task):
     p = write(tmp_path, SIZE_CLASSES)  # the kernel is picked from a dict by a size-class key
     assert grade(p, task).verdict == "present"  # few_huge_rows takes the exp2 kernel
