@@ -140,8 +140,8 @@ def _with_paths(g: PropertyGrade, paths: WorkloadPaths, names: tuple[str, ...]) 
              "counted": p.live(names)} for p in paths.paths]
     g.details = {**g.details, "workloads": {"judged": list(names), "paths": rows, "not_counted": dropped}}
     if dropped:
-        g.reason = (g.reason + "; " if g.reason else "") + "judged on the paths serving " + ", ".join(names) + \
-            "; not counted: " + "; ".join(dropped)
+        scope = "" if names == paths.names else "judged on the paths serving " + ", ".join(names) + "; "
+        g.reason = (g.reason + "; " if g.reason else "") + scope + "not counted: " + "; ".join(dropped)
     return g
 
 

@@ -167,9 +167,10 @@ class WorkloadPaths:
         dead = [p for p in self.paths if not p.live(names)]
         live_kernels = {p.launch.kernel for p in live}
         gone = {p.launch.kernel for p in dead} - live_kernels
+        who = "no catalog workload" if names == self.names else "none of " + ", ".join(names)
         for p in dead:
-            notes.append(f"launch of {p.launch.kernel} at line {facts.locate(p.launch.line)[1]} serves no workload "
-                         f"of {', '.join(names)}" + (f" ({p.why})" if p.why else ""))
+            notes.append(f"launch of {p.launch.kernel} at line {facts.locate(p.launch.line)[1]} serves {who}"
+                         + (f" ({p.why})" if p.why else ""))
         functions = dict(facts.functions)
         # one launch site with two possible targets is two paths: its call goes only when both are dead
         dead_args = {id(p.launch.args) for p in dead} - {id(p.launch.args) for p in live}
@@ -193,8 +194,8 @@ class WorkloadPaths:
             pruned, dropped = self._modes(kfn, [p for p in live if p.launch.kernel == key], names)
             if pruned is not None:
                 functions[key] = pruned
-                notes.append(f"{key}: {dropped} statement(s) under a constexpr condition no launch makes true for "
-                             f"{', '.join(names)}")
+                notes.append(f"{key}: {dropped} statement(s) under a constexpr condition that no launch makes true "
+                             f"on {'the catalog' if names == self.names else ', '.join(names)}")
         if not dead and len(functions) == len(facts.functions) and all(
                 functions[k] is facts.functions[k] for k in functions):
             out = (facts, notes)
