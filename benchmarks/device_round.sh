@@ -11,7 +11,8 @@
 #   ablation_h200.json            d2kgrade ablate on the references (benchmarks/ablate_references.py)
 # STEPS selects the steps (default: all, in this order); LIMIT_<step> overrides a step's time limit,
 # REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of the references step,
-# ABLATE_BUDGET_S stops the ablation between references. Keep the device calls back to back: a machine left idle
+# REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation
+# between references. Keep the device calls back to back: a machine left idle
 # for 30 s is given back with the round's files (round 9 lost two thirds of its budget so).
 # Round 8 (2026-12-02) measured, in 30 device
 # minutes of which ~10 went to finding the split's CUDA faults: 10 of 13 GPU tests and flash_attention_fwd's
@@ -47,11 +48,11 @@ if want references; then
 fi
 if want repeat; then
   step repeat "$(limit repeat 2400)" python3 benchmarks/bench_round.py --out "$D/timing_repeat_h200.json" --repeat 5 \
-    --exclude compile_max_autotune --tasks softmax rmsnorm_residual layernorm swiglu transpose gemm_bf16 \
-    flash_attention_fwd gemm_bias_act cross_entropy conv2d_implicit_gemm
+    --exclude compile_max_autotune --tasks ${REPEAT_TASKS:-softmax rmsnorm_residual layernorm swiglu transpose \
+    cross_entropy gemm_bf16 gemm_bias_act flash_attention_fwd conv2d_implicit_gemm}
 fi
 if want ablation; then
   step ablation "$(limit ablation 3600)" python3 benchmarks/ablate_references.py --out "$D/ablation_h200.json" \
-    --jsonl "$D/ablations.jsonl" ${ABLATE_BUDGET_S:+--budget-s $ABLATE_BUDGET_S}
+    --jsonl "$D/ablations.jsonl" ${ABLATE_BUDGET_S:+--budget-s $ABLATE_BUDGET_S} ${ABLATE_TASKS:+--tasks $ABLATE_TASKS}
 fi
 touch "$D/DONE"

@@ -4,11 +4,11 @@
     python benchmarks/summary.py               # the same, as lines for people
 
 Sources, newest first where they overlap: ``benchmarks/data/h200_peers_round8.json`` (references against every
-baseline candidate, this evaluator), ``benchmarks/data/references_h200.json`` (the full 85-workload run and its reruns,
-eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_device_check_round8.json``
-(GPU tests), ``benchmarks/data/ablation_h200.json`` and ``benchmarks/data/timing_repeat_h200.json`` when they
-exist. Every figure says where it comes from; a figure no committed file measures is null, and ``missing`` names
-it, so nothing here is guessed.
+baseline candidate, this evaluator), ``benchmarks/data/references_h200.json`` (the full 85-workload run and its
+reruns, eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_round10.json`` or else
+``benchmarks/data/h200_device_check_round8.json`` (GPU tests), ``benchmarks/data/ablation_h200.json`` and
+``benchmarks/data/timing_repeat_h200.json`` when they exist. Every figure says where it comes from; a figure no
+committed file measures is null, and ``missing`` names it, so nothing here is guessed.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _geomean(xs: list[float]) -> float | None:
 def summarize(root: Path = HERE) -> dict[str, Any]:
     full = _load(root / "data" / "references_h200.json") or {}
     peers = _load(root / "data" / "h200_peers_round8.json") or {"tasks": {}}
-    check = _load(root / "data" / "h200_device_check_round8.json") or {}
+    check = _load(root / "data" / "h200_round10.json") or _load(root / "data" / "h200_device_check_round8.json") or {}
     ablation = _load(root / "data" / "ablation_h200.json")
     repeat = _load(root / "data" / "timing_repeat_h200.json")
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -87,6 +87,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         spreads = {t: max(v["spread_pct"] for v in r.values()) for t, r in repeat.get("spread", {}).items() if r}
         out["timing_spread_max_pct"], out["timing_spread_tasks"] = (max(spreads.values()), sorted(spreads)) \
             if spreads else (None, [])
+        out["timing_spread_runs"] = {t: len(r) for t, r in repeat.get("tasks", {}).items()}
     elif full.get("noise"):
         n = full["noise"]
         out["timing_spread_max_pct"] = max(v["spread_pct"] for v in n["workloads"].values())
@@ -94,7 +95,8 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         out["timing_spread_source"] = "references_h200.json noise study (5 evaluations, kernel only)"
     g = check.get("gpu_tests_structured")
     if g:
-        out["gpu_tests"] = {"passed": len(g["passed"]), "total": g["total"], "not_run": g["not_run"]}
+        out["gpu_tests"] = {"passed": len(g["passed"]), "total": g["total"], "not_run": g["not_run"],
+                            "source": check.get("what", "")[:80]}
     for key in ("cuda_reeval_build_s", "full_run_s", "timing_spread_max_pct"):
         if out[key] is None:
             out["missing"].append(key)

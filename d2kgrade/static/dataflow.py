@@ -251,6 +251,13 @@ class Flow:
             return None
         if e.kind == "tuple" or (e.kind == "call" and e.op == "dict"):
             return e
+        if e.kind == "other" and e.op == "comprehension" and e.args:
+            # [t.contiguous() for t in (u, delta, ...)]: method calls on the loop variable (views) of a literal
+            seqs = [x for x in e.args if x.kind == "tuple"]
+            body = e.args[0]
+            while body.kind == "call" and body.recv is not None and not body.args:
+                body = body.recv
+            return seqs[-1] if seqs and body.kind == "name" else None
         if e.kind == "name" and caller is not None:
             for d in self.defs(e.op, caller):
                 got = self._unpack(d.value, caller, depth + 1)

@@ -126,8 +126,11 @@ class Inliner:
             params = []
             for i, p in enumerate(callee.params):
                 arg = c.expr.kw(p, i)
-                if p in callee.ref_params and arg is not None and arg.kind == "name":
-                    sub[p] = rename.get(arg.op, arg.op)  # by reference: the caller's variable itself
+                root = arg
+                while root is not None and root.kind == "sub" and root.args and callee.lang == "cuda":
+                    root = root.args[0]  # f(dt[r]) with float (&v)[N]: a row of the caller's array dt
+                if p in callee.ref_params and root is not None and root.kind == "name":
+                    sub[p] = rename.get(root.op, root.op)  # by reference: the caller's variable itself
                 else:
                     sub[p] = p + tag
                     if arg is not None:

@@ -7,6 +7,7 @@ from d2kgrade.static.checkutil import as_list, code, matches, span
 from d2kgrade.static.dataflow import LOADS, Flow, flow
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Expr, Function
+from d2kgrade.static.patterns.config import arange_dims
 from d2kgrade.static.patterns.liveness import evaluated_sites, load_taint
 from d2kgrade.static.patterns.names import DIVISIONS
 from d2kgrade.static.patterns.reductions import is_max_update, rescale
@@ -49,14 +50,19 @@ def loop_carried_rescale(facts: Facts, lang: str, *, kind: str = "max") -> Check
 @check("reduction_axis")
 def reduction_axis(facts: Facts, lang: str, *, axis: int = 1, name: str | list[str] | None = None) -> CheckResult:
     """A reachable reduction (``tl.sum``/``tl.max``... or ``name``) reduces along ``axis`` of a 2-D tile
-    (``tl.max(x, axis=1)``): several rows handled by one program."""
+    (``tl.max(x, axis=1)``, or a negative axis counted from the end of the tile's rank: ``axis=-1``): several rows
+    handled by one program."""
     fl = flow(facts)
     names = as_list(name) or ["tl.sum", "tl.max", "tl.min", "tl.reduce", "tl.argmax", "tl.argmin"]
     for fn in code(facts, "triton" if lang == "any" else lang):
         for c in fn.calls:
             if c.name in names:
                 a = c.expr.kw("axis", 1)
-                if a is not None and fl.fold(a, fn) == axis:
+                k = fl.fold(a, fn) if a is not None else None
+                if isinstance(k, int) and k < 0 and c.expr.args:
+                    rank = arange_dims(fl, c.expr.args[0], fn)  # axis=-1 of a 2-D tile is its axis 1
+                    k = rank + k if rank >= 2 else None
+                if k == axis:
                     return found(f"{c.name} along axis {axis} in {fn.name}", span(c, "reduction"), 0.85)
     return missing(f"no reduction along axis {axis}", confidence=0.85)
 

@@ -49,6 +49,10 @@ def init_dtype(v: Expr) -> str | None:
 EXP2_CALLS = {"tl.exp2", "libdevice.exp2", "exp2f", "exp2", "__exp2f", "fast_exp2", "tl.math.exp2"}
 
 
+LIBRARY_LOG2E = ("M_LOG2E", "M_LOG2Ef", "M_LOG2E_F", "CUDART_L2E_F", "CUDART_L2E")
+"""log2(e) as the C math library and CUDA's math constants name it (``A * M_LOG2E``, as mamba writes it)."""
+
+
 def log2e_product(fl: Flow, e: Expr, fn: Function) -> bool:
     """Is ``e`` (this node only, names not followed) a product with log2(e) or a division by ln 2?"""
     import math
@@ -57,6 +61,8 @@ def log2e_product(fl: Flow, e: Expr, fn: Function) -> bool:
         if n.kind == "bin" and len(n.args) == 2:
             vals = [fl.fold(a, fn) for a in n.args]
             if n.op == "*" and any(isinstance(v, (int, float)) and abs(abs(v) - LOG2E) < 1e-3 for v in vals):
+                return True
+            if n.op == "*" and any(a.kind == "name" and a.op in LIBRARY_LOG2E for a in n.args):
                 return True
             if n.op == "/" and isinstance(vals[1], (int, float)) and abs(abs(vals[1]) - math.log(2.0)) < 1e-3:
                 return True

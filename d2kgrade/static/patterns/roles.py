@@ -288,6 +288,10 @@ def is_input_view(fl: Flow, e: Expr, fn: Function, target: str, seen: set[int], 
     if depth > 8:
         return False
     e = strip_view(e)
+    if e.kind == "sub" and e.args and fn.lang == "py":  # x[b], x[:, s:e]: a slice of the input on the host
+        return is_input_view(fl, e.args[0], fn, target, seen, depth + 1)
+    if e.kind == "call" and len(e.args) == 1 and _view_helper(fl, e.op, fn):  # bf(x): a lambda returning a view
+        return is_input_view(fl, e.args[0], fn, target, seen, depth + 1)
     if e.kind != "name":
         return False
     entry = fl.facts.functions.get("kernel")
@@ -311,6 +315,16 @@ def is_input_view(fl: Flow, e: Expr, fn: Function, target: str, seen: set[int], 
     if e.op in fn.params and not any(strip_view(element_value(a) or a.value).op != e.op for a in defs):
         return param_is_input(fl, fn, e.op, target, entry, seen, depth)
     return False
+
+
+def _view_helper(fl: Flow, name: str, fn: Function) -> bool:
+    """Is ``name`` a one-parameter helper of the file (a C++ lambda such as ``auto bf = [](torch::Tensor t) {
+    return reinterpret_cast<const bf16*>(t.data_ptr<at::BFloat16>()); }``) whose every return is a view of that
+    parameter?"""
+    h = fl.facts.functions.get(("cu:" if fn.lang == "cuda" else "") + name)
+    if h is None or len(h.params) != 1 or not h.returns:
+        return False
+    return all(strip_view(r).kind == "name" and strip_view(r).op == h.params[0] for r in h.returns)
 
 
 def param_is_input(fl: Flow, fn: Function, param: str, target: str, entry: Function | None, seen: set[int],

@@ -1,11 +1,14 @@
 """Static checks of task ``causal_conv1d``: the ones only its rubric (``rubrics/causal_conv1d.yaml``) uses.
 
+- ``block_token_run``
 - ``fast_sigmoid_fp32``
 - ``fused_activation``
 - ``loaded_bound_mask``
 - ``pid_tile_load``
 - ``register_shift_window``
+- ``shared_input_tile``
 - ``shifted_tile_loads``
+- ``streaming_store``
 """
 
 from __future__ import annotations
@@ -35,6 +38,93 @@ def _static_trip(fl: Flow, fn: Function, lp: Loop) -> bool:
     if lp.kind in ("range", "tl.range") and lp.stop is not None:
         return all(fl.is_constexpr(e, fn) for e in (lp.start, lp.stop, lp.step) if e is not None)
     return False
+
+
+_STREAMING_PTX = ("st.global.cs", "st.global.L1::no_allocate", "st.global.L1::evict_first", "st.global.wt")
+
+
+def _asm_stores(facts: Facts, fn: Function, patterns: tuple[str, ...] = ("st.global",)) -> list:
+    """Reachable inline-PTX stores (``asm("st.global...")``) in ``fn`` or a device helper it calls."""
+    called = {c.name for c in fn.calls} | {fn.name}
+    return [t for t in facts.reachable_tokens("asm") if any(p in t.text for p in patterns)
+            and (t.func == fn.key or (t.func or "").removeprefix("cu:") in called)]
+
+
+@check("block_token_run")
+def block_token_run(facts: Facts, lang: str, *, inputs: list[int]) -> CheckResult:
+    """CUDA: a block owns a run of consecutive positions: a load of ``inputs`` (positions in ``kernel(...)``) sits
+    in a loop over positions that starts at a ``blockIdx``-derived index not read from memory, and its address
+    reads the loop variable (``t0 = run * RUN; for (t = t0; t < t1; ++t) x[(b * L + t) * D + c]``), whatever the
+    grid's shape (a 1-D grid split into (run, channel block, batch) counts). One position per block
+    (``t = blockIdx.y``) or runs placed by ``cu_seqlens[blockIdx.x]`` do not."""
+    fl = flow(facts)
+    for fn in code(facts, "cuda"):
+        for c in input_loads(fl, fn, inputs):
+            ptr = access_base(c)
+            if ptr is None:
+                continue
+            for lid in c.loops:
+                lp = fn.loop(lid)
+                if lp is None or lp.var is None or lp.start is None or lp.unroll:
+                    continue
+                if fl.pid_derived(lp.start, fn) and not _gathered(fl, lp.start, fn) and fl.refs(ptr, fn, lp.var):
+                    return found(f"{fn.name} walks a blockIdx-placed run of positions from line {lp.line}",
+                                 [span(lp, "run of positions"), span(c, "input load")], 0.8)
+    return missing("no block walks a run of positions placed by its block index", confidence=0.75)
+
+
+@check("shared_input_tile")
+def shared_input_tile(facts: Facts, lang: str, *, inputs: list[int]) -> CheckResult:
+    """CUDA: the input tile is staged in shared memory: a ``__shared__`` buffer is written with values loaded from
+    ``inputs`` of ``kernel(...)`` (``s_x[r][c] = x[...]``, or an async copy ``__pipeline_memcpy_async(&s_x[..],
+    &x[..])``). Shared memory holding only the weights or the bias does not stage the input."""
+    fl = flow(facts)
+    for fn in code(facts, "cuda"):
+        shared = {b.name for b in facts.shared}
+        if not shared:
+            continue
+        params = input_params_of(fl, fn, inputs)
+        if not params:
+            continue
+        for a in fn.assigns:
+            if not set(a.targets) & shared:
+                continue
+            for n, f, _ in fl.walk(a.value, fn, depth=6):
+                if f is fn and is_read(n, fn) and (p := n.kw("pointer", 0)) is not None and fl.bases(p, fn) & params:
+                    return found(f"{fn.name} stages input data in __shared__ {a.targets[0]}",
+                                 Span(a.line, a.end_line, "shared input tile"), 0.8)
+        for c in fn.calls:
+            if "memcpy_async" in c.name and len(c.expr.args) >= 2:
+                dst, src = c.expr.args[0], c.expr.args[1]
+                if dst.names() & shared and fl.bases(src, fn) & params:
+                    return found(f"{fn.name} copies input data into shared memory asynchronously",
+                                 span(c, c.name), 0.8)
+    return missing("no __shared__ buffer holds data loaded from the input", confidence=0.75)
+
+
+@check("streaming_store")
+def streaming_store(facts: Facts, lang: str) -> CheckResult:
+    """The output is written with a streaming (evict-first) hint: a Triton ``tl.store`` with
+    ``cache_modifier='.cs'`` or ``eviction_policy='evict_first'`` (both emit an evict-first store); CUDA
+    ``__stcs``/``__stwt`` or an inline-PTX ``st.global.cs`` / ``.L1::no_allocate`` store."""
+    def hint(c: Call, kw: str) -> object:
+        e = c.expr.kw(kw)
+        if e is None:
+            return None
+        return facts.consts.get(e.op) if e.kind == "name" else e.value
+
+    for fn in code(facts, lang):
+        for c in fn.calls:
+            if c.name in ("tl.store", ".store") and (hint(c, "cache_modifier") in (".cs", ".wt")
+                                                     or hint(c, "eviction_policy") == "evict_first"):
+                return found(f"streaming store in {fn.name}", span(c, "streaming store"), 0.9)
+            if c.name in ("__stcs", "__stwt"):
+                return found(f"{c.name} in {fn.name}", span(c, c.name), 0.9)
+        asm = _asm_stores(facts, fn, _STREAMING_PTX)
+        if asm:
+            return found(f"inline-PTX streaming store reached from {fn.name}",
+                         Span(asm[0].line, asm[0].end_line, "st.global.cs"), 0.85)
+    return missing("no store with a streaming hint (.cs / evict_first / __stcs / st.global.cs)", confidence=0.85)
 
 
 @check("shifted_tile_loads")
@@ -138,12 +228,13 @@ def fused_activation(facts: Facts, lang: str, *, inputs: list[int] | None = None
     them (input, weights, bias: any value path, including a tap picked out of a weight tile); otherwise combined
     element-wise from loads of at least ``min_sources`` different pointers. The bias, the FMA chain and the
     activation are then fused. ``fp32``: that value is computed in fp32 (an operand converted to or created as
-    fp32, no 16-bit accumulator on the way)."""
+    fp32, no 16-bit accumulator on the way). A store in inline PTX (``st.global.cs.v4``) counts as the kernel's
+    store."""
     fl = flow(facts)
     names = calls or sorted(ACTIVATIONS)
     best = ""
     for fn in code(facts, lang):
-        if not any(kind == "store" for kind, _, _ in fl.memory_ops(fn)):
+        if not any(kind == "store" for kind, _, _ in fl.memory_ops(fn)) and not _asm_stores(facts, fn):
             continue
         loads = loads_of_fn(fl, fn)
         taints = [(c, b, fl.taint(fn, None, {id(c.expr)})) for c, b in loads if b] if inputs is None else []

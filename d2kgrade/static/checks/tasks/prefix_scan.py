@@ -7,10 +7,14 @@
 - ``scan_tile_elements``
 - ``vector_lookback``
 - ``vector_types_templated``
+- ``warp_row_scan``
 """
 
 from __future__ import annotations
 
+import re
+
+from d2kgrade.static.checks.cuda import _instantiations, warp_per_row
 from d2kgrade.static.checks.memory import vector_access
 from d2kgrade.static.checkutil import code, matches, span
 from d2kgrade.static.dataflow import STORES, Flow, flow, site_of
@@ -34,11 +38,22 @@ SCAN_CALLS = ["tl.cumsum", "tl.associative_scan", "tl.cumprod", "__shfl_up_sync"
               "*InclusiveSum", "*ExclusiveScan", "*ExclusiveSum", "cg::inclusive_scan", "cg::exclusive_scan"]
 
 
+def _unbounded(fl: Flow, fn: Function, lp: Loop) -> bool:
+    """A loop with no exit condition of its own (``for (;;)``, ``while (true)``, ``while True``): it ends only
+    through a ``break`` or ``return`` inside it."""
+    if lp.kind not in ("while", "for"):
+        return False
+    return lp.stop is None or fl.fold(lp.stop, fn) in (True, 1)
+
+
 def _polling_loops(fl: Flow, fn: Function) -> list[tuple[Loop, list[Expr]]]:
-    """``while`` loops whose condition depends on memory read inside the loop, with those reads."""
+    """Loops that poll memory: a ``while`` whose condition depends on memory read inside the loop, or an
+    unbounded loop (``for (;;)``, CUB's look-back form) whose statements are guarded by a condition that depends
+    on such a read (the ``if (...) break;`` that ends it), with those reads."""
     out = []
     for lp in fn.loops:
-        if lp.kind != "while" or lp.stop is None:
+        polls_cond = lp.kind == "while" and lp.stop is not None and fl.fold(lp.stop, fn) not in (True, 1)
+        if not polls_cond and not _unbounded(fl, fn, lp):
             continue
         inside = [a for a in fn.assigns if lp.id in a.loops]
         reads = [n for a in inside for n in a.value.walk() if is_read(n, fn)]
@@ -47,7 +62,12 @@ def _polling_loops(fl: Flow, fn: Function) -> list[tuple[Loop, list[Expr]]]:
             continue
         dep = dependents(inside, {t for a in inside if any(is_read(n, fn) for n in a.value.walk())
                                   for t in a.targets})
-        if lp.stop.names() & dep or any(is_read(n, fn) for n in lp.stop.walk()):
+        if polls_cond:
+            if lp.stop.names() & dep or any(is_read(n, fn) for n in lp.stop.walk()):
+                out.append((lp, reads))
+            continue
+        guards = [g for x in [*inside, *(c for c in fn.calls if lp.id in c.loops)] for g in x.guards]
+        if any(g.names() & dep for g in guards):
             out.append((lp, reads))
     return out
 
@@ -109,14 +129,17 @@ def decoupled_lookback(facts: Facts, lang: str) -> CheckResult:
 
 @check("vector_lookback")
 def vector_lookback(facts: Facts, lang: str) -> CheckResult:
-    """A look-back inspects a window of predecessors per step: a polling loop (see ``decoupled_lookback``) reads
-    a vector of states (the read address holds a ``tl.arange``) or, in CUDA, votes or reduces across the warp
-    inside the loop (``__ballot_sync``, ``__reduce_*_sync``, shuffles)."""
+    """A look-back inspects a window of predecessors per step: a polling loop (see ``decoupled_lookback``) that
+    sums the values it polls reads a vector of states (the read address holds a ``tl.arange``) or, in CUDA, votes
+    or reduces across the warp inside the loop (``__ballot_sync``, ``__reduce_*_sync``, shuffles). A window that
+    only waits until all its predecessors are INCLUSIVE, summing nothing, does not count."""
     fl = flow(facts)
     loops = 0
     for fn in code(facts, lang):
         for lp, reads in _polling_loops(fl, fn):
             loops += 1
+            if _accumulates_read(fl, fn, lp) is None:
+                continue  # a window that only waits (until every predecessor is INCLUSIVE) sums nothing
             for r in reads:
                 ptr = r.kw("pointer", 0) if not r.op.startswith(".") else r.recv
                 if ptr is not None and any(n.kind == "call" and n.op == "tl.arange"
@@ -129,7 +152,7 @@ def vector_lookback(facts: Facts, lang: str) -> CheckResult:
                 return found(f"{fn.name} votes across the warp inside its look-back loop",
                              [span(lp, "look-back"), span(votes[0], votes[0].name)], 0.8)
     if loops:
-        return missing(f"{loops} polling loop(s), each reading one scalar state per step", confidence=0.8)
+        return missing(f"{loops} polling loop(s), none summing a window of states per step", confidence=0.8)
     return missing("no look-back loop", confidence=0.8)
 
 
@@ -187,9 +210,19 @@ def carried_tile_scan(facts: Facts, lang: str) -> CheckResult:
     """A loop over tiles stores a scan of each tile plus a total carried across iterations: the stored value
     reads a scan (``tl.cumsum``/``tl.associative_scan``; in CUDA a ``__shfl_up_sync`` scan or a block/warp scan)
     and a variable the loop carries (``y = tl.cumsum(x, 0) + carry; carry += tl.sum(x, 0)``). CUDA form of
-    ``scan_with_carry``: one block walking its row with the running total in a register."""
+    ``scan_with_carry``: one block walking its row with the running total in a register, also as CUB writes it: a
+    block scan inside the tile loop handed a prefix-callback object made before the loop
+    (``BlockScan(tmp).InclusiveSum(items, items, carry)``) whose ``operator()`` adds each tile total to a member
+    it keeps (``running += tile_total``)."""
     fl = flow(facts)
+    op = _stateful_prefix_op(facts)
     for fn in code(facts, lang):
+        if op is not None and fn.lang == "cuda":
+            hit = _callback_scan_in_loop(fl, fn)
+            if hit is not None:
+                return found(f"block scan with a running-total prefix callback in a tile loop of {fn.name}",
+                             [span(hit, "scan with prefix callback"),
+                              Span(op[1].line, op[1].end_line, "callback carries the total")], 0.8)
         carried = fl.carried(fn)
         for kind, st, _ in fl.memory_ops(fn):
             if kind != "store" or not st.loops:
@@ -207,6 +240,46 @@ def carried_tile_scan(facts: Facts, lang: str) -> CheckResult:
                     return found(f"tile scan plus carried total {hit[0]} in {fn.name}",
                                  [span(scans[0], "tile scan"), span(st, "store with carry")], 0.85)
     return missing("no tile scan combined with a carry across loop iterations", confidence=0.8)
+
+
+_BLOCK_SCANS = (".InclusiveSum", ".ExclusiveSum", ".InclusiveScan", ".ExclusiveScan")
+
+
+def _stateful_prefix_op(facts: Facts) -> tuple[Function, Assign] | None:
+    """A functor ``operator()(T total)`` that adds its argument to state it keeps across calls (a member: assigned
+    from itself, neither a parameter nor a local it declares first): CUB's running-total prefix callback."""
+    for fn in facts.functions.values():
+        if fn.lang != "cuda" or fn.name != "operator()" or not fn.params:
+            continue
+        for a in fn.assigns:
+            t = a.targets[0] if len(a.targets) == 1 else None
+            if t is None or t in fn.params or not a.aug:
+                continue
+            if any(d is not a and d.line < a.line for d in fn.defs().get(t, [])):
+                continue
+            if t in a.value.names() and a.value.names() & set(fn.params):
+                return fn, a
+    return None
+
+
+def _callback_scan_in_loop(fl: Flow, fn: Function) -> Call | None:
+    """A block scan inside a loop whose last argument is an object defined before that loop and not reassigned in
+    it (the prefix callback), and whose output array the loop stores."""
+    for c in fn.calls:
+        if not c.loops or not matches(c.name, _BLOCK_SCANS) or len(c.expr.args) < 3:
+            continue
+        cb, out = c.expr.args[-1], c.expr.args[1]
+        if cb.kind != "name" or out.kind != "name":
+            continue
+        lid = c.loops[-1]
+        defs = fn.defs().get(cb.op, [])
+        if not defs or any(lid in d.loops for d in defs) or not all(pos(d) < pos(c) for d in defs):
+            continue
+        stores = [x for x in fn.calls if lid in x.loops and pos(x) > pos(c)
+                  and (x.name in STORES or x.name.endswith(".Store")) and out.op in x.expr.names()]
+        if stores:
+            return c
+    return None
 
 
 def _tile_elems(fl: Flow, fn: Function, ptr: Expr) -> list[int | None]:
@@ -268,7 +341,9 @@ def scan_tile_elements(facts: Facts, lang: str, *, min_elements: int = 4096, inp
 def vector_types_templated(facts: Facts, lang: str) -> CheckResult:
     """Reachable CUDA code moves data as vector types, also through a template parameter: a
     ``reinterpret_cast<const V*>`` whose ``V`` is a template parameter that a launch binds to a vector type
-    (``row_scan<float, float4><<<...>>>``), besides the direct forms ``vector_access`` accepts."""
+    (``row_scan<float, float4><<<...>>>``), also when the cast sits in a device helper the kernel calls with its
+    own ``V`` (``load4<T, V>``) and the launch's arguments come from a host template's instantiation
+    (``launch<float, float4>(...)``), besides the direct forms ``vector_access`` accepts."""
 
     direct = vector_access(facts, lang)
     if direct.passed:
@@ -278,10 +353,17 @@ def vector_types_templated(facts: Facts, lang: str) -> CheckResult:
         fn = facts.functions.get(t.func)
         if fn is None or t.text not in fn.constexprs:
             continue
-        for la in facts.launches:
-            if la.kernel == fn.key and la.template and any(x.strip() in want for x in la.template.split(",")):
-                return found(f"vector accesses through template parameter {t.text} ({la.template})",
-                             [Span(t.line, t.end_line, "vector cast"), span(la, "launch")], 0.8)
+        # the cast may sit in a device helper (load4<T, V>) called from kernels that forward the parameter by name
+        holders = [fn] + [k for k in code(facts, "cuda") if k is not fn and t.text in k.constexprs and any(
+            c.name == fn.name and t.text in re.findall(r"\w+", str(c.expr.value or "")) for c in k.calls)]
+        for k in holders:
+            for la in facts.launches:
+                if la.kernel != k.key or not la.template:
+                    continue
+                for inst in dict.fromkeys([la.template, *_instantiations(facts, la)]):
+                    if any(x.strip() in want for x in inst.split(",")):
+                        return found(f"vector accesses through template parameter {t.text} ({inst})",
+                                     [Span(t.line, t.end_line, "vector cast"), span(la, "launch")], 0.8)
     return direct
 
 
@@ -319,3 +401,47 @@ def dependents(assigns: list, dep: set[str]) -> set[str]:
                 dep.update(a.targets)
                 changed = True
     return dep
+
+
+def _block_x(fl: Flow, facts: Facts, la) -> int | None:
+    """The x extent of a CUDA launch's block: a literal, or ``dim3 block(32, 8)`` / ``dim3(32, 8)``."""
+    b = la.block
+    caller = facts.functions.get(la.caller)
+    if b is None or caller is None:
+        return None
+    if b.kind == "name":
+        defs = caller.defs().get(b.op, [])
+        b = defs[-1].value if len(defs) == 1 else b
+    if b.kind == "tuple" or (b.kind == "call" and b.op == "dim3"):
+        return fl.fold(b.args[0], caller) if b.args else None
+    v = fl.fold(b, caller)
+    return v if isinstance(v, int) else None
+
+
+@check("warp_row_scan")
+def warp_row_scan(facts: Facts, lang: str) -> CheckResult:
+    """A warp owns a row and scans it with shuffles: ``warp_per_row`` (a warp index from ``threadIdx.x / 32``
+    combined with ``blockIdx``), or a 2-D block whose x extent is one warp (``dim3 block(32, 8)``), where
+    ``threadIdx.y`` is the warp index and the row index is built from it and ``blockIdx``; the kernel scans with
+    ``__shfl_up_sync``."""
+    fl = flow(facts)
+    for fn in code(facts, "cuda"):
+        if not any(c.name.startswith("__shfl_up") for c in fn.calls):
+            continue
+        if not any(la.kernel == fn.key and _block_x(fl, facts, la) == 32 for la in facts.launches):
+            continue
+        mem = fl.memory_ops(fn)
+        for a in fn.assigns:
+            names = a.value.names()
+            if "threadIdx.y" in names and any(x.startswith("blockIdx") for x in names):
+                row = a.targets[0]
+                used = [c for _, c, _ in mem if c.expr.args and fl.refs(c.expr.args[0], fn, row)]
+                if used:
+                    return found(f"warp-wide block x: row {row} from blockIdx and threadIdx.y in {fn.name}, "
+                                 "shuffle scan", [Span(a.line, a.end_line, "row = block * warps + threadIdx.y"),
+                                                  span(used[0], "row access")], 0.8)
+    res = warp_per_row(facts, lang)
+    if res.passed and any(c.name.startswith("__shfl_up") for fn in code(facts, "cuda") for c in fn.calls):
+        return res
+    return missing("no warp-per-row scan (warp index from threadIdx.x / 32, or threadIdx.y in 32-wide blocks)",
+                   confidence=0.8)
