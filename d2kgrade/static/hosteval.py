@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from d2kgrade.dtypes import DTYPE_BYTES
 from d2kgrade.static.ir import Assign, Expr, Function
 from d2kgrade.static.lower import dtype_of
 
@@ -106,6 +107,12 @@ _BINS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a *
          "&": lambda a, b: a & b, "|": lambda a, b: a | b}
 _DTYPE_METHODS = {".float": "fp32", ".half": "fp16", ".bfloat16": "bf16", ".double": "fp64", ".int": "int32",
                   ".long": "int64"}
+SCALAR_TYPES = {"kFloat": "fp32", "kFloat32": "fp32", "kDouble": "fp64", "kFloat64": "fp64", "kHalf": "fp16",
+                "kFloat16": "fp16", "kBFloat16": "bf16", "kFloat8_e4m3fn": "fp8_e4m3", "kFloat8_e5m2": "fp8_e5m2",
+                "kInt": "int32", "kInt32": "int32", "kLong": "int64", "kInt64": "int64", "kShort": "int16",
+                "kInt16": "int16", "kChar": "int8", "kInt8": "int8", "kByte": "uint8", "kUInt8": "uint8",
+                "kBool": "bool"}
+"""ATen scalar types (``torch::kBFloat16``) by the task's dtype names."""
 MUTATORS = {".append", ".extend", ".insert", ".update", ".pop", ".popitem", ".clear", ".setdefault", ".remove",
             ".sort", ".reverse", ".__setitem__"}
 """Methods that change a list or dict in place."""
@@ -122,6 +129,8 @@ class Evaluator:
         self.facts = facts
         self.fn = fn
         self.bound = bound
+        self.c_lang = fn.lang == "cuda"
+        """C++ host code: integer ``/`` and ``%`` truncate toward zero."""
         self.opaque = frozenset(opaque) | {lp.var for lp in fn.loops if lp.var}
         """Names whose value is not known here (a kernel's locals and run-time parameters, loop variables): never
         read from a module-level name of the same spelling."""
@@ -163,7 +172,7 @@ class Evaluator:
             return self._name(e.op, d)
         if k == "unary" and e.args:
             a = v(e.args[0], d + 1)
-            if e.op == "not":
+            if e.op in ("not", "!"):
                 t = _truth(a)
                 return UNKNOWN if t is None else not t
             if a is UNKNOWN or not isinstance(a, (int, float)):
@@ -174,11 +183,16 @@ class Evaluator:
             op = _BINS.get(e.op)
             if op is None or a is UNKNOWN or b is UNKNOWN or not _plain(a) or not _plain(b):
                 return UNKNOWN
+            if self.c_lang and e.op in ("/", "%") and isinstance(a, int) and isinstance(b, int):
+                if not b:
+                    return UNKNOWN
+                q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # C truncates toward zero
+                return q if e.op == "/" else a - q * b
             return op(a, b)
         if k == "cmp":
-            if e.op == "and":
+            if e.op in ("and", "&&"):
                 return _and([v(a, d + 1) for a in e.args])
-            if e.op == "or":
+            if e.op in ("or", "||"):
                 return _or([v(a, d + 1) for a in e.args])
             if len(e.args) != 2 or e.op not in _CMPS:  # a chain a < b < c keeps one operator: not read
                 return UNKNOWN
@@ -187,7 +201,19 @@ class Evaluator:
                 return UNKNOWN
             if e.op in ("in", "not in") and not isinstance(b, tuple):
                 return UNKNOWN
+            if isinstance(a, DType) and e.op in ("==", "!=", "is", "is not", "in", "not in"):
+                same = _dtype_in(a, b if isinstance(b, tuple) else (b,))
+                return UNKNOWN if same is UNKNOWN else same == (e.op in ("==", "is", "in"))
             return _CMPS[e.op](a, b)
+        if k == "cast" and e.args:
+            x = v(e.args[0], d + 1)
+            if isinstance(x, Tensor):
+                return Tensor(x.shape, e.op) if e.op in DTYPE_BYTES else UNKNOWN
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                return UNKNOWN
+            if e.op.startswith(("int", "uint")):
+                return int(x)
+            return float(x) if e.op.startswith(("fp", "bf")) else UNKNOWN
         if k == "ternary" and len(e.args) == 3:
             t = _truth(v(e.args[0], d + 1))
             if t is None:
@@ -214,8 +240,10 @@ class Evaluator:
         dt = dtype_of(Expr("name", name))
         if dt is not None and "." in name:
             return DType(dt)
-        if name in ("True", "False", "None"):
-            return {"True": True, "False": False, "None": None}[name]
+        if "::" in name and name.rsplit("::", 1)[-1] in SCALAR_TYPES:  # torch::kBFloat16, at::kHalf
+            return DType(SCALAR_TYPES[name.rsplit("::", 1)[-1]])
+        if name in ("True", "False", "None") or self.c_lang and name in ("true", "false"):
+            return {"True": True, "False": False, "None": None, "true": True, "false": False}[name]
         defs = self.fn.defs().get(name)
         if defs:
             return self._defs(defs, self.fn, d)
@@ -382,9 +410,9 @@ class Evaluator:
             return math.prod(t.shape)
         if op in (".dim", ".ndimension") and not vals:
             return len(t.shape)
+        if op == ".scalar_type" and not vals:
+            return DType(t.dtype)
         if op == ".element_size" and not vals:
-            from d2kgrade.dtypes import DTYPE_BYTES
-
             return DTYPE_BYTES.get(t.dtype, UNKNOWN)
         if op in _DTYPE_METHODS and not vals:
             return Tensor(t.shape, _DTYPE_METHODS[op])
@@ -394,6 +422,20 @@ class Evaluator:
         if op == ".flatten" and not vals:
             return Tensor((math.prod(t.shape),), t.dtype)
         return UNKNOWN
+
+
+def _dtype_in(a: DType, options: tuple[Any, ...]) -> Any:
+    """Is dtype ``a`` one of ``options``: True, False, or UNKNOWN where a name is ambiguous (``torch.float8_e4m3fn``
+    and ``float8_e5m2`` both read as ``fp8``, while a task names ``fp8_e4m3``)."""
+    out: Any = False
+    for o in options:
+        if not isinstance(o, DType):
+            return UNKNOWN
+        if o.name == a.name:
+            return True
+        if "fp8" in (o.name, a.name) and o.name.startswith("fp8") and a.name.startswith("fp8"):
+            out = UNKNOWN
+    return out
 
 
 def _plain(x: Any) -> bool:

@@ -10,8 +10,10 @@ static (``x.shape[1]``, ``M, N = x.shape``, ``x.numel()``, ``x.dtype == torch.fl
 ``triton.next_power_of_2(N)``, ``triton.cdiv``, ``min``/``max``, ternaries, dict lookups by a computed key), and
 each launch gets the workloads it serves: its ``if`` conditions and its target evaluate true, false, or cannot be
 decided. A launch false for every workload of a set is not a path of that set; a condition that cannot be decided
-keeps the launch. Inside a kernel, a statement under ``if MODE == 0:`` is dropped when every live launch, for
-every workload of the set, passes a ``MODE`` that makes a condition above it false.
+keeps the launch. The C++ host functions of a ``load_inline`` source are bound through their calls
+(``mod.f(x, y)`` from the entry, ``launch<T>(x, y)`` from another host function), so their launches get the
+same. Inside a Triton kernel, a statement under ``if MODE == 0:`` is dropped when every live launch, for every
+workload of the set, passes a ``MODE`` that makes a condition above it false.
 
 :meth:`WorkloadPaths.view` returns facts restricted to the paths that serve a set of workloads (the same object
 when nothing is dropped), so the checks run unchanged on them.
@@ -71,7 +73,7 @@ class LaunchPath:
     serves: dict[str, bool | None]
     """Workload name -> does this launch run on it (True), not (False), or cannot tell (None)."""
     why: str = ""
-    """What decides, as code, for the evidence: ``N > 65536 is false``, ``_PATHS[path] names another kernel
+    """What decides, as code, for the evidence: ``false: N > 65536``, ``_PATHS[path] names another kernel
     there``."""
 
     def live(self, names: tuple[str, ...]) -> bool:
@@ -95,10 +97,19 @@ class WorkloadPaths:
         for w in envs:
             if flat is not None:
                 self.evals[w.name] = Evaluator(facts, flat, self._bind(flat, w))
+        self._cpp: dict[tuple[str, str], list[tuple[Evaluator, bool | None]]] = {}
         for la in facts.launches:
-            call = calls.get(id(la.args)) if la.caller == ENTRY else None
+            caller = facts.functions.get(la.caller)
             serves: dict[str, bool | None] = {}
             retargeted = False
+            if caller is not None and caller.lang == "cuda" and caller.kind == "cpp" and flat is not None:
+                call = next((c for c in caller.calls if c.name == "launch" and c.expr.args is la.args), None)
+                for w in envs:
+                    serves[w.name] = self._cpp_serves(caller, call, w.name) if call is not None else None
+                self.paths.append(LaunchPath(la, call, serves, "false: " + " and ".join(
+                    _code(facts, g) for g in call.guards) if call is not None else ""))
+                continue
+            call = calls.get(id(la.args)) if la.caller == ENTRY else None
             for w in envs:
                 if call is None:
                     serves[w.name] = None
@@ -115,8 +126,58 @@ class WorkloadPaths:
             elif retargeted:
                 why = f"{_target_text(la.target)} names another kernel there"
             else:
-                why = " and ".join(_code(facts, g) for g in call.guards) + " is false"
+                why = "false: " + " and ".join(_code(facts, g) for g in call.guards)
             self.paths.append(LaunchPath(la, call, serves, why))
+
+    # -------------------------------------------------------------------------------------------- CUDA host code
+
+    def _cpp_serves(self, fn: Function, call: Call, w: str) -> bool | None:
+        """Does the launch ``call`` of the C++ host function ``fn`` run on workload ``w``: True when some call of
+        ``fn`` surely runs with arguments that make its conditions true, False when every call of ``fn`` found
+        makes them false, else None (also when no call of ``fn`` is found)."""
+        runs = self._cpp_evals(fn, w, 0)
+        if not runs:
+            return None
+        truths = [(ev.truth(call.guards), sure) for ev, sure in runs]
+        if any(t is True and sure is True for t, sure in truths):
+            return True
+        return False if all(t is False for t, _ in truths) else None
+
+    def _cpp_evals(self, fn: Function, w: str, depth: int) -> list[tuple[Evaluator, bool | None]]:
+        """One evaluator of ``fn`` per call that may run on ``w`` (its parameters bound to that call's arguments),
+        with whether the call surely runs: from the flattened entry (``mod.f(x, y)`` of a ``load_inline``
+        module) and from other C++ host functions (``launch<T>(x, y)``)."""
+        key = (fn.key, w)
+        hit = self._cpp.get(key)
+        if hit is not None:
+            return hit
+        self._cpp[key] = []  # a recursive call finds no binding
+        out: list[tuple[Evaluator, bool | None]] = []
+        entry_ev = self.evals.get(w)
+        sites: list[tuple[Call, Evaluator, bool | None]] = []
+        if entry_ev is not None and self.entry is not None:
+            sites += [(c, entry_ev, True) for c in self.entry.calls
+                      if "." in c.name and c.name.rsplit(".", 1)[-1] == fn.name and c.name != "launch"]
+        if depth < 4:
+            for g in self.facts.functions.values():
+                if g.lang != "cuda" or g.kind != "cpp" or g is fn or g.key not in self.facts.reachable:
+                    continue
+                named = [c for c in g.calls if c.expr.recv is None and c.name != "launch"
+                         and c.name in (fn.key[3:], fn.name)]
+                if named:
+                    for gev, gsure in self._cpp_evals(g, w, depth + 1):
+                        sites += [(c, gev, gsure) for c in named]
+        for c, ev, sure in sites:
+            t = ev.truth(c.guards)
+            if t is False:
+                continue
+            args = [a for a in c.expr.args]
+            bound = {p: ev.value(a) for p, a in zip(fn.params, args)} if len(args) <= len(fn.params) else {}
+            out.append((Evaluator(self.facts, fn, {k: v for k, v in bound.items() if v is not UNKNOWN},
+                                  set(fn.params) - set(k for k, v in bound.items() if v is not UNKNOWN)),
+                        True if t is True and sure is True else None))
+        self._cpp[key] = out[:16]
+        return self._cpp[key]
 
     def _other_kernel(self, target: Any, kernel: str) -> bool:
         """Is ``target`` (a launch target's value) a jit function of the file other than ``kernel``?"""
@@ -174,14 +235,16 @@ class WorkloadPaths:
         functions = dict(facts.functions)
         # one launch site with two possible targets is two paths: its call goes only when both are dead
         dead_args = {id(p.launch.args) for p in dead} - {id(p.launch.args) for p in live}
+        callers = {p.launch.caller for p in dead}
         if dead:
             for key in list(functions):
                 f = functions[key]
-                if f.is_device or f.lang != "py" or key not in facts.reachable:
+                if f.is_device or key not in facts.reachable or f.lang != "py" and key not in callers:
                     continue
-                # the entry's dead launch sites; in a helper also flattened into it, the launches of the kernels
-                # that only dead paths launch
-                drop = [la for la in f.launches if (id(la.args) in dead_args if key == ENTRY else la.kernel in gone)]
+                # the dead launch sites of the entry and of C++ host code; in a Python helper also flattened into
+                # the entry, the launches of the kernels that only dead paths launch
+                drop = [la for la in f.launches if (id(la.args) in dead_args if key == ENTRY or f.lang == "cuda"
+                                                    else la.kernel in gone)]
                 if drop:
                     ids = {id(la.args) for la in drop}
                     functions[key] = _copy(f, calls=[c for c in f.calls if not (c.name == "launch" and id(c.expr.args)
@@ -287,14 +350,57 @@ def _copy(f: Function, **changes: Any) -> Function:
     return out
 
 
+_PRECEDENCE = {"or": 1, "||": 1, "and": 2, "&&": 2, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
+
+
+def _render(e: Expr, depth: int = 0) -> str | None:
+    """A condition written out from its record (``N > 65536``, ``not (n <= 1024)``), names in their source
+    spelling; None for a form not written here."""
+    if depth > 8:
+        return None
+    sub = [_render(a, depth + 1) for a in e.args]
+    if any(x is None for x in sub):
+        return None
+    parts: list[str] = sub  # type: ignore[assignment]
+    if e.kind == "name":
+        return e.op.split("@")[0]
+    if e.kind == "const":
+        return e.op if len(e.op) <= 24 else None
+    if e.kind == "unary" and len(parts) == 1:
+        return f"not ({parts[0]})" if e.op in ("not", "!") else f"{e.op}{parts[0]}"
+    if e.kind in ("bin", "cmp") and len(parts) >= 2:
+        if e.kind == "cmp" and e.op not in ("and", "or", "&&", "||") and len(parts) != 2:
+            return None
+        mine = _PRECEDENCE.get(e.op, 4 if e.kind == "cmp" else 3)
+        wrapped = [f"({t})" if a.kind in ("bin", "cmp") and _PRECEDENCE.get(
+            a.op, 4 if a.kind == "cmp" else 3) < mine else t for a, t in zip(e.args, parts)]
+        return f" {e.op} ".join(wrapped)
+    if e.kind == "call" and e.recv is not None and e.op.startswith("."):
+        recv = _render(e.recv, depth + 1)
+        return None if recv is None else f"{recv}{e.op}({', '.join(parts)})"
+    if e.kind == "attr" and e.recv is not None:
+        recv = _render(e.recv, depth + 1)
+        return None if recv is None else f"{recv}.{e.op}"
+    if e.kind == "sub" and len(parts) == 2:
+        return f"{parts[0]}[{parts[1]}]"
+    return None
+
+
 def _code(facts: Facts, g: Expr) -> str:
-    text = facts.snippet(g.line, g.end_line, 1).strip()
-    for prefix in ("if ", "elif "):
+    """An ``if`` condition as code: written out from its record, else as its source line shows it (``N > 65536``;
+    C's ``} else if (n <= 16384) {`` too)."""
+    text = _render(g)
+    if text is not None and len(text) <= 80:
+        return text
+    text = facts.snippet(g.line, g.end_line, 1).strip().lstrip("}").strip()
+    for prefix in ("else ", "if ", "elif ", "if(", "else if("):
         if text.startswith(prefix):
-            text = text[len(prefix):]
-    text = text.rstrip(":").strip()
-    if g.kind == "unary" and g.op == "not":
-        return f"not ({text})"
+            text = text[len(prefix) - (1 if prefix.endswith("(") else 0):].strip()
+    text = text.rstrip("{").rstrip().rstrip(":").strip()
+    if text.startswith("(") and text.endswith(")") and text.count("(") == 1:
+        text = text[1:-1].strip()
+    if g.kind == "unary" and g.op in ("not", "!"):
+        return f"not ({text})" if len(text) <= 60 else f"not ({text[:57]}...)"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -254,3 +254,53 @@ def test_evaluator_binds_entry_parameters(tmp_path, task):
     assert Evaluator(facts, flat, {}).value(flat.defs()["M"][0].value) is UNKNOWN  # nothing bound: unknown
     assert DType("bf16") == Evaluator(facts, flat, {"x": Tensor((2, 3), "bf16")}).value(
         next(a.value for a in flat.assigns if a.targets == ("small",)).args[1].args[0])
+
+
+CUDA = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_SRC = r"""
+__global__ void row_shfl(const float* x, float* y, int n) {
+  float v = x[blockIdx.x * n + threadIdx.x];
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  y[blockIdx.x * n + threadIdx.x] = v;
+}
+__global__ void row_plain(const float* x, float* y, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * n + i] = x[blockIdx.x * n + i];
+}
+void launch(torch::Tensor x, torch::Tensor y) {
+  int rows = x.size(0), n = x.size(1);
+  if (n CONDITION) {
+    row_shfl<<<rows, 32>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  } else {
+    row_plain<<<rows, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  }
+}
+torch::Tensor softmax_cuda(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  launch(x, y);
+  return y;
+}
+"""
+_ext = load_inline("k", cpp_sources="torch::Tensor softmax_cuda(torch::Tensor x);", cuda_sources=_SRC,
+                   functions=["softmax_cuda"])
+
+def kernel(x):
+    return _ext.softmax_cuda(x.contiguous())
+'''
+
+
+def test_cuda_host_paths_bound_through_load_inline(tmp_path, task):
+    shfl = {"id": "softmax.L3.exp2-fold", "level": "L3", "judge": {"question": "q?", "met": "m", "not_met": "n"},
+            "static": {"checks": [{"check": "uses_call", "args": {"name": "__shfl_xor_sync"}, "language": "cuda"}]}}
+    p = tmp_path / "k.py"
+    p.write_text(CUDA.replace("CONDITION", "> 4194304"))  # Python -> softmax_cuda -> launch(x, y): n = x.size(1)
+    r = Rubric.model_validate({"task": "softmax", "properties": [shfl]})
+    assert grade_file(r, p).properties[0].verdict == "present"
+    g = grade_file(r, p, task=task).properties[0]
+    assert g.verdict == "absent" and "cu:row_shfl" in g.reason and "false: n > 4194304" in g.reason
+    p.write_text(CUDA.replace("CONDITION", "<= 1024"))  # short_rows_fp32 (N = 256) only
+    assert grade_file(r, p, task=task).properties[0].verdict == "present"
+    r = Rubric.model_validate({"task": "softmax", "properties": [{**shfl, "workloads": ["rows_4k", "vocab_rows"]}]})
+    assert grade_file(r, p, task=task).properties[0].verdict == "absent"
