@@ -251,7 +251,7 @@ class Evaluator:
             return self.bound[name]
         if name in self.opaque:
             return UNKNOWN
-        if self.module is not None and self.fn is not self.module:
+        if self.module is not None and self.fn is not self.module and not self.c_lang:
             mdefs = self.module.defs().get(name)
             if mdefs and name in self._mutated():
                 return UNKNOWN

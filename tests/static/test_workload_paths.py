@@ -202,7 +202,8 @@ def test_mode_through_unknown_meta_keeps_both_branches(tmp_path, task):
     """))  # the dict a helper returns from two branches is not read: both branches count (short_rows_fp32 does
     # take FAST; were the last return's False spliced into the launch, the exp2 branch would be dropped)
     assert grade(p, task).verdict == "present"
-    p = write(tmp_path, MODES.replace("    _modes[(x.numel() // N,)](x, y, N, BLOCK=1024, FAST=x.dtype == torch.float32)", """
+    launch = "    _modes[(x.numel() // N,)](x, y, N, BLOCK=1024, FAST=x.dtype == torch.float32)"
+    p = write(tmp_path, MODES.replace(launch, """
     if x.dtype == torch.float32:
         meta = dict(BLOCK=1024, FAST=True)
     else:
