@@ -97,7 +97,7 @@ class WorkloadPaths:
         for w in envs:
             if flat is not None:
                 self.evals[w.name] = Evaluator(facts, flat, self._bind(flat, w))
-        self._cpp: dict[tuple[str, str], list[tuple[Evaluator, bool | None]]] = {}
+        self._cpp: dict[tuple[str, str], tuple[list[tuple[Evaluator, bool | None]], bool]] = {}
         for la in facts.launches:
             caller = facts.functions.get(la.caller)
             serves: dict[str, bool | None] = {}
@@ -133,50 +133,63 @@ class WorkloadPaths:
 
     def _cpp_serves(self, fn: Function, call: Call, w: str) -> bool | None:
         """Does the launch ``call`` of the C++ host function ``fn`` run on workload ``w``: True when some call of
-        ``fn`` surely runs with arguments that make its conditions true, False when every call of ``fn`` found
-        makes them false, else None (also when no call of ``fn`` is found)."""
-        runs = self._cpp_evals(fn, w, 0)
-        if not runs:
-            return None
+        ``fn`` surely runs with arguments that make its conditions true, False when every call of ``fn`` makes
+        them false (and every call was found), else None."""
+        runs, complete = self._cpp_evals(fn, w, 0)
         truths = [(ev.truth(call.guards), sure) for ev, sure in runs]
         if any(t is True and sure is True for t, sure in truths):
             return True
-        return False if all(t is False for t, _ in truths) else None
+        return False if runs and complete and all(t is False for t, _ in truths) else None
 
-    def _cpp_evals(self, fn: Function, w: str, depth: int) -> list[tuple[Evaluator, bool | None]]:
+    def _cpp_evals(self, fn: Function, w: str, depth: int) -> tuple[list[tuple[Evaluator, bool | None]], bool]:
         """One evaluator of ``fn`` per call that may run on ``w`` (its parameters bound to that call's arguments),
         with whether the call surely runs: from the flattened entry (``mod.f(x, y)`` of a ``load_inline``
-        module) and from other C++ host functions (``launch<T>(x, y)``)."""
+        module) and from other C++ host functions (``launch<T>(x, y)``). The flag says whether every call was
+        read (not when one sits in module code run at import, past the depth limit, or in a recursion)."""
         key = (fn.key, w)
         hit = self._cpp.get(key)
         if hit is not None:
             return hit
-        self._cpp[key] = []  # a recursive call finds no binding
+        self._cpp[key] = ([], False)  # a recursive call finds no binding, and says so
         out: list[tuple[Evaluator, bool | None]] = []
+        complete = True
         entry_ev = self.evals.get(w)
         sites: list[tuple[Call, Evaluator, bool | None]] = []
+
+        def calls_it(c: Call) -> bool:
+            return "." in c.name and c.name.rsplit(".", 1)[-1] == fn.name and c.name != "launch"
+
+        module = self.facts.functions.get("<module>")
+        if module is not None and any(calls_it(c) for c in module.calls):
+            complete = False
         if entry_ev is not None and self.entry is not None:
-            sites += [(c, entry_ev, True) for c in self.entry.calls
-                      if "." in c.name and c.name.rsplit(".", 1)[-1] == fn.name and c.name != "launch"]
-        if depth < 4:
-            for g in self.facts.functions.values():
-                if g.lang != "cuda" or g.kind != "cpp" or g is fn or g.key not in self.facts.reachable:
-                    continue
-                named = [c for c in g.calls if c.expr.recv is None and c.name != "launch"
-                         and c.name in (fn.key[3:], fn.name)]
-                if named:
-                    for gev, gsure in self._cpp_evals(g, w, depth + 1):
-                        sites += [(c, gev, gsure) for c in named]
+            sites += [(c, entry_ev, True) for c in self.entry.calls if calls_it(c)]
+        for g in self.facts.functions.values():
+            if g.lang != "cuda" or g.kind != "cpp" or g is fn or g.key not in self.facts.reachable:
+                continue
+            named = [c for c in g.calls if c.expr.recv is None and c.name != "launch"
+                     and c.name in (fn.key[3:], fn.name)]
+            if not named:
+                continue
+            if depth >= 4:
+                complete = False
+                continue
+            runs, done = self._cpp_evals(g, w, depth + 1)
+            complete = complete and done
+            for gev, gsure in runs:
+                sites += [(c, gev, gsure) for c in named]
         for c, ev, sure in sites:
             t = ev.truth(c.guards)
             if t is False:
                 continue
-            args = [a for a in c.expr.args]
+            args = list(c.expr.args)
             bound = {p: ev.value(a) for p, a in zip(fn.params, args)} if len(args) <= len(fn.params) else {}
-            out.append((Evaluator(self.facts, fn, {k: v for k, v in bound.items() if v is not UNKNOWN},
-                                  set(fn.params) - set(k for k, v in bound.items() if v is not UNKNOWN)),
+            known = {k: v for k, v in bound.items() if v is not UNKNOWN}
+            out.append((Evaluator(self.facts, fn, known, set(fn.params) - set(known)),
                         True if t is True and sure is True else None))
-        self._cpp[key] = out[:16]
+        if len(out) > 16:
+            out, complete = out[:16], False
+        self._cpp[key] = (out, complete)
         return self._cpp[key]
 
     def _other_kernel(self, target: Any, kernel: str) -> bool:
