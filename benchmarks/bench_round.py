@@ -63,7 +63,8 @@ def summarize(r: Any) -> dict[str, Any]:
                            "max_tol_ratio": b.max_tol_ratio} for b in w.baselines],
             "evaluator_ms": w.evaluator_ms, "clock": w.clock, "wall_s": w.wall_s})
     return {"status": r.status, "message": r.message[:500], "wall_s": r.wall_s, "sandbox": r.environment.sandbox,
-            "flags": [f.code for f in r.flags], "import_s": r.import_s, "phases": r.phases, "workloads": wls}
+            "flags": [f.code for f in r.flags], "import_s": r.import_s, "phases": r.phases,
+            "phase_detail": r.phase_detail, "workloads": wls}
 
 
 def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:

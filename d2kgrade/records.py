@@ -222,6 +222,10 @@ class EvalResult(Record):
     """Seconds per phase (``start``, ``host_start``, ``ceilings``, ``baselines``, ``calibration``, ``import``,
     ``correctness``, ``rotation``, ``timing``, ``profile``, ``other``, ``teardown``), from the arrival times of
     the evaluator's messages: where an evaluation's time goes (:func:`runner.evaluate.phase_split`)."""
+    phase_detail: dict[str, float] = {}
+    """The evaluator's own seconds per step of its baselines, calibration and timing (``inputs``, ``references``,
+    ``buffers``, ``host_batch``, ``host_verify``, ``check``, ``baselines``; ``batches`` counts timed batches):
+    a breakdown inside ``phases``, which overlaps them (:attr:`runner.eval_timing.Timer.cost`)."""
     ceilings: dict[str, Any] | None = None
     """This GPU's measured ceilings the roofline floors used (copy bandwidth, matmul rates, MUFU rate)."""
     log: str = ""

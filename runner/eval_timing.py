@@ -35,6 +35,7 @@ import math
 import random
 import statistics
 import time
+from contextlib import contextmanager
 from typing import Any
 
 from runner.evaluator import PROFILE_SHARE, Stop
@@ -116,6 +117,18 @@ class Timer:
         self.calibration: dict[str, dict[str, float]] = {}
         self.agg: dict[str, dict[str, Any]] = {}
         self._profiled: dict[str, int] = {}
+        self.cost: dict[str, float] = {}
+        """The evaluator's own seconds per step, cumulative over the evaluation (sent with every calibration and
+        timing message; the caller records the last as ``EvalResult.phase_detail``): where the calibration and
+        timing phases go, which the message gaps alone cannot say."""
+
+    @contextmanager
+    def _spent(self, step: str) -> Any:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.cost[step] = round(self.cost.get(step, 0.0) + time.perf_counter() - t0, 4)
 
     # ------------------------------------------------------------------------------------------ before import
 
@@ -148,8 +161,9 @@ class Timer:
             if not timed or hidden:
                 continue
             if self.t.get("baselines", True):
-                cands = run_candidates(ev, wl, spec, flush=self.flush, cache=cache,
-                                       live=bool(self.t.get("live_baselines")), env=env)
+                with self._spent("baselines"):
+                    cands = run_candidates(ev, wl, spec, flush=self.flush, cache=cache,
+                                           live=bool(self.t.get("live_baselines")), env=env)
                 ev.chan.send("baseline", workload=wl.name, candidates=cands)
             self.calibration[wl.name] = self._calibrate(wl, spec)
         if cache is not None:
@@ -196,7 +210,7 @@ class Timer:
             verify.append(vms)
         cal = fit_calibration(np.array(rows), np.array(ys))
         cal["verify_ms"] = max(verify)
-        ev.chan.send("calibration", workload=wl.name, **cal)
+        ev.chan.send("calibration", workload=wl.name, **cal, cost=dict(self.cost))
         return cal
 
     # ------------------------------------------------------------------------------------------ profile + ops
@@ -264,10 +278,12 @@ class Timer:
         sets = self.n_sets(spec)
         # Sets after the first reuse its huge inputs (what the host's batch shares), so each set's reference
         # is computed on what the kernel gets.
-        contents = rotation_contents(lambda j: ev._make(spec, salt, tag, j, dist=ev.dists[j % len(ev.dists)]), sets,
-                                     ev.huge(spec))
-        refs = [tuple(r.clone() for r in output_tuple(ev.ref.reference(*c, **spec.scalars))) for c in contents] \
-            if with_refs else []
+        with self._spent("inputs"):
+            contents = rotation_contents(lambda j: ev._make(spec, salt, tag, j, dist=ev.dists[j % len(ev.dists)]),
+                                         sets, ev.huge(spec))
+        with self._spent("references"):
+            refs = [tuple(r.clone() for r in output_tuple(ev.ref.reference(*c, **spec.scalars))) for c in contents] \
+                if with_refs else []
         return Rotation(contents, [tuple(t.clone() for t in c) for c in contents], refs)
 
     def probe_local(self, call: Any, rot: Any) -> tuple[int, float]:
@@ -315,14 +331,17 @@ class Timer:
         """One timed batch, then its verification: returns the reply, the evaluator's milliseconds around the
         timed loop and around the verify step. Every rep's outputs are checked before this returns."""
         ev = self.ev
-        req, set_bufs, outs = self._batch_request(spec, rot, reps, start=start, warmup_ms=warmup_ms,
-                                                  pad_ms=pad_ms, wall_rounds=wall_rounds)
+        with self._spent("buffers"):
+            req, set_bufs, outs = self._batch_request(spec, rot, reps, start=start, warmup_ms=warmup_ms,
+                                                      pad_ms=pad_ms, wall_rounds=wall_rounds)
         if null is not None:
             req["null"] = null
         limit = float(ev.cfg.get("stall_s") or 300.0) + 60.0
         t0 = time.perf_counter()
         reply = ev.host.batch(req, timeout_s=limit)
         wall = 1e3 * (time.perf_counter() - t0)
+        self.cost["host_batch"] = round(self.cost.get("host_batch", 0.0) + wall / 1e3, 4)
+        self.cost["batches"] = self.cost.get("batches", 0) + 1
         verify_ms = 0.0
         try:
             if null is None:
@@ -366,6 +385,7 @@ class Timer:
         t0 = time.perf_counter()
         ver = ev.host.verify(batch_id, key, full, last=null or not pending, timeout_s=limit)
         verify_ms = 1e3 * (time.perf_counter() - t0)
+        self.cost["host_verify"] = round(self.cost.get("host_verify", 0.0) + verify_ms / 1e3, 4)
         if len(ver.digests) != reps or any(len(d) != nout for d in ver.digests):
             if null:
                 return verify_ms
@@ -384,21 +404,25 @@ class Timer:
                 raise Stop
             return copies
 
-        for r in full:
-            check(content_of[r], fetched(r))
+        with self._spent("check"):
+            for r in full:
+                check(content_of[r], fetched(r))
         # The others must be bit-identical to their set's first output (checked in full above); those that are not
         # (a nondeterministic kernel, or one that changes its answers) are fetched and checked in full.
         differ = [r for r in pending if ver.digests[r] != ver.digests[first[content_of[r]]]]
         if pending:
-            again = ev.host.verify(batch_id, key, differ, last=True, timeout_s=limit)
+            with self._spent("host_verify"):
+                again = ev.host.verify(batch_id, key, differ, last=True, timeout_s=limit)
             if again.digests != ver.digests:
                 ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksums changed between two "
                          "verify steps of one batch", wl.name)
                 raise Stop
-            for r in differ:
-                check(content_of[r], fetched(r))
+            with self._spent("check"):
+                for r in differ:
+                    check(content_of[r], fetched(r))
         check.calls += len(pending) - len(differ)
-        check.settle()
+        with self._spent("check"):
+            check.settle()
         return verify_ms
 
     def time_submission(self, wl: Any, spec: Any) -> None:
@@ -451,7 +475,7 @@ class Timer:
         ev._check_host("the wall-clock cross-check", wl.name)
         ev.chan.send("timing", workload=wl.name, samples=samples, batch=cross.wall or {}, sets=rot.size,
                      checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
-                     clock=self._clock(wl, samples, clock, verify_ms))
+                     clock=self._clock(wl, samples, clock, verify_ms), cost=dict(self.cost))
 
     def _overhead(self, wl: Any) -> float:
         cal = self.calibration.get(wl.name)

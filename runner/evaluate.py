@@ -323,6 +323,13 @@ def phase_split(messages: list[tuple[float, dict[str, Any]]], t0: float, end: fl
     return {k: round(v, 4) for k, v in split.items()}
 
 
+def phase_detail(messages: list[tuple[float, dict[str, Any]]]) -> dict[str, float]:
+    """The evaluator's own breakdown of its baselines, calibration and timing (:attr:`runner.eval_timing.Timer.cost`,
+    cumulative: the last calibration or timing message carries the total)."""
+    cost = next((m["cost"] for _, m in reversed(messages) if isinstance(m.get("cost"), dict)), {})
+    return {str(k): round(float(v), 4) for k, v in cost.items() if isinstance(v, int | float)}
+
+
 def _ram_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -593,7 +600,8 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
     result.workloads = [w.result for w in wls.values()]
     result = _finish(result, t0, status=status, message=message)
     end = time.monotonic()
-    return redact_result(result.model_copy(update={"wall_s": end - t0, "phases": phase_split(out.messages, t0, end)}))
+    return redact_result(result.model_copy(update={"wall_s": end - t0, "phases": phase_split(out.messages, t0, end),
+                                                      "phase_detail": phase_detail(out.messages)}))
 
 
 def redact_result(result: EvalResult) -> EvalResult:

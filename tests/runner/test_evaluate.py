@@ -224,6 +224,10 @@ def test_the_evaluators_clock_catches_a_host_that_under_reports() -> None:
     # Where the time went, phase by phase, adds up to the evaluation's wall time.
     assert {"start", "host_start", "calibration", "import", "correctness", "timing"} <= set(honest.phases)
     assert sum(honest.phases.values()) == pytest.approx(honest.wall_s, rel=0.02, abs=0.05), honest.phases
+    # ... and the evaluator's own breakdown lies inside the calibration and timing phases it refines.
+    d = honest.phase_detail
+    assert d["batches"] >= 8 + 3 and 0 < d["host_batch"] + d["host_verify"] + d["buffers"] + d["check"] <= \
+        honest.phases["calibration"] + honest.phases["timing"] + 0.05, (d, honest.phases)
     forged = run(path, forge_events=0.1, **kw)
     assert forged.status == "rejected" and "timing.untrusted" in {f.code for f in forged.flags}, forged.message
 
