@@ -758,13 +758,17 @@ def _vector_aliases(root: ts.Node, src: bytes) -> dict[str, str]:
 
 
 def _resolve_local_launches(facts: Facts, funcs: list[Function]) -> None:
-    """``auto kern = gemm_kernel<BM, BN>; kern<<<grid, block, smem>>>(...)``: the launch runs ``gemm_kernel``."""
+    """``auto kern = gemm_kernel<BM, BN>; kern<<<grid, block, smem>>>(...)``: the launch runs ``gemm_kernel`` (also
+    when the local picks one of two instantiations with ``?:``)."""
     for f in funcs:
         for la in f.launches:
             if la.kernel in facts.functions:
                 continue
             for d in reversed(f.defs().get(la.kernel[3:], [])):
                 v = d.value
+                if v.kind == "ternary" and len(v.args) == 3:  # auto k = flag ? kern<false> : kern<true>
+                    v = next((b for b in v.args[1:] if b.kind == "name"
+                              and "cu:" + b.op.split("::")[-1] in facts.functions), v)
                 if v.kind == "name" and "cu:" + v.op.split("::")[-1] in facts.functions:
                     la.kernel = "cu:" + v.op.split("::")[-1]
                     la.template = la.template or (str(v.value).strip("<>").replace(" ", "") if v.value else "")

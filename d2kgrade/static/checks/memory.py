@@ -249,9 +249,15 @@ def vector_access(facts: Facts, lang: str, *, types: list[str] | None = None) ->
 
 @check("int64_offsets")
 def int64_offsets(facts: Facts, lang: str) -> CheckResult:
-    """Offsets are computed in 64-bit (``pid.to(tl.int64)``, ``tl.cast(x, tl.int64)``, ``(int64_t)`` in CUDA), so
-    products such as ``row * stride`` past 2^31 elements do not overflow."""
-    hits = [c for fn in code(facts, lang) for c in fn.calls if c.expr.kind == "cast" and c.expr.op == "int64"]
+    """Offsets are computed in 64-bit (``pid.to(tl.int64)``, ``tl.cast(x, tl.int64)``, ``(int64_t)`` in CUDA, or a
+    C declaration ``const int64_t row = blockIdx.x`` / ``size_t i = ...``), so products such as ``row * stride``
+    past 2^31 elements do not overflow."""
+    hits: list[Call | Expr] = []
+    for fn in code(facts, lang):
+        hits += [c for c in fn.calls if c.expr.kind == "cast" and c.expr.op == "int64"]
+        # a declaration that widens an index (not one that holds a value read from an int64 tensor)
+        hits += [a.value for a in fn.assigns if a.value.kind == "cast" and a.value.op == "int64"
+                 and not (a.value.args and a.value.args[0].kind in ("sub", "load"))]
     if hits:
         return found("64-bit offset arithmetic", [span(c, "int64 cast") for c in hits[:4]], 0.85)
     return missing("no 64-bit cast in offset arithmetic", confidence=0.7)

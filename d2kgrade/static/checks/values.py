@@ -7,7 +7,7 @@ from d2kgrade.static.checkutil import code, is_persistent, span
 from d2kgrade.static.dataflow import LOADS, Flow, flow
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Call, Function, end_pos, pos
-from d2kgrade.static.patterns.access import access_address
+from d2kgrade.static.patterns.access import access_address, shared_accumulate_flush
 from d2kgrade.static.patterns.names import ATOMICS
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -67,7 +67,8 @@ def carried_stored_after_loop(facts: Facts, lang: str, *, into: str = "persisten
     """Values accumulated across a loop's iterations (``acc += ...``) are stored once after it. ``into:
     persistent`` requires the loop to be a persistent loop over work items (per-program partial sums). ``rmw``: a
     buffer loaded and stored back inside such a loop counts too (partial sums kept in an L2-resident private row,
-    read-modify-written for every item, when they do not fit in registers)."""
+    read-modify-written for every item, when they do not fit in registers). In CUDA, partials accumulated in a
+    ``__shared__`` row inside the loop and flushed to global memory after it count as stored once."""
     fl = flow(facts)
     if rmw:
         for fn in code(facts, lang):
@@ -83,6 +84,12 @@ def carried_stored_after_loop(facts: Facts, lang: str, *, into: str = "persisten
                         return found(f"{fn.name} updates {', '.join(sorted(b & b2))} in place inside the loop at "
                                      f"line {outer.line}", [span(c2, "load"), span(c, "store back")], 0.8)
     for fn in code(facts, lang):
+        if fn.lang == "cuda":  # per-CTA partials accumulated in shared memory and flushed once after the loop
+            hit = shared_accumulate_flush(fl, facts, fn, persistent=into == "persistent")
+            if hit is not None:
+                lp, upd, flush = hit
+                return found(f"{fn.name} accumulates partials in shared memory over the loop at line {lp.line} and "
+                             f"stores them after it", [span(upd, "shared update"), span(flush, "one flush")], 0.8)
         for lid, by_var in fl.carried(fn).items():
             lp = fn.loop(lid)
             if lp is None or (into == "persistent" and not is_persistent(fl, fn, lp)):

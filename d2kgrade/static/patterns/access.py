@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from d2kgrade.static.checkutil import matches
 from d2kgrade.static.dataflow import LOADS, Flow
 from d2kgrade.static.facts import Facts
-from d2kgrade.static.ir import Assign, Call, Expr, Function, Loop
+from d2kgrade.static.ir import Assign, Call, Expr, Function, Launch, Loop
 from d2kgrade.static.patterns.names import ATOMIC_READS, VIEW_METHODS
 
 
@@ -71,6 +71,83 @@ def loads_feeding(fl: Flow, e: Expr, fn: Function, depth: int = 4) -> list[Expr]
 def shared_names(facts: Facts, fn: Function) -> set[str]:
     base = fn.key.split("@")[0]
     return {s.name for s in facts.shared if s.func in (fn.key, base)}
+
+
+def shared_views(fl: Flow, facts: Facts, fn: Function) -> set[str]:
+    """``fn``'s ``__shared__`` buffers and the local pointers into them (``float* sdw = acc; float* sdb = acc + N``)."""
+    names = shared_names(facts, fn)
+    if not names:
+        return names
+    for a in fn.assigns:
+        if a.value.kind in ("name", "bin", "cast") and any(n.kind == "name" and n.op in names
+                                                           for n in a.value.walk()) and a.value.kind != "other":
+            if a.value.kind == "bin" and a.value.op not in ("+", "-"):
+                continue
+            names = names | set(a.targets)
+    return names
+
+
+def _shared_of(fl: Flow, c: Call, views: set[str]) -> set[str]:
+    addr = access_address(c)
+    return {n.op for n in addr.walk() if n.kind == "name" and n.op in views} if addr is not None else set()
+
+
+def shared_accumulate_flush(fl: Flow, facts: Facts, fn: Function, persistent: bool = True
+                            ) -> tuple[Loop, Call, Call] | None:
+    """CUDA partials kept in shared memory: inside a loop (``persistent``: a persistent loop over work items) a
+    ``__shared__`` element is read and written back (``sdw[c] += dy * xhat``), and after that loop a global store
+    takes its value from the same shared buffer (the flush of the per-CTA partial row). Returns (loop, the update,
+    the flush)."""
+    from d2kgrade.static.checkutil import is_persistent
+    from d2kgrade.static.ir import end_pos, pos
+
+    views = shared_views(fl, facts, fn)
+    if not views:
+        return None
+    mem = fl.memory_ops(fn)
+    for kind, c, b in mem:
+        if kind != "store" or b or not c.loops:
+            continue
+        sh = _shared_of(fl, c, views)
+        v = fl.stored_value(c)
+        if not sh or v is None or not any(n.kind == "call" and n.op in LOADS and n.args and any(
+                x.kind == "name" and x.op in sh for x in n.args[0].walk()) for n in v.walk()):
+            continue  # not an update in place (sdw[c] = sdw[c] + ...)
+        for lid in c.loops:
+            lp = fn.loop(lid)
+            if lp is None or (persistent and not is_persistent(fl, fn, lp)):
+                continue
+            for k2, c2, b2 in mem:
+                if k2 != "store" or not b2 or lid in c2.loops or pos(c2) <= end_pos(lp):
+                    continue
+                v2 = fl.stored_value(c2)
+                if v2 is not None and any(n.kind == "call" and n.op in LOADS and any(
+                        x.kind == "name" and x.op in sh for x in n.walk()) for n in v2.walk()):
+                    return lp, c, c2
+    return None
+
+
+def kernel_handoffs(fl: Flow, facts: Facts, lang: str) -> Iterator[tuple[Launch, Launch, dict[str, str], set[str]]]:
+    """Pairs of launches in execution order where the first kernel stores into a host tensor that the later one
+    loads: (first launch, later launch, the first kernel's stored parameters -> host names, the shared host
+    names). ``lang``: ``triton``, ``cuda`` or ``any``."""
+    from d2kgrade.static.patterns.roles import launch_tensors
+
+    launches = [la for la in facts.launches if la.kernel in facts.functions]
+    if lang != "any":
+        want = "py" if lang == "triton" else "cuda"
+        launches = [la for la in launches if facts.functions[la.kernel].lang == want]
+    for i, la1 in enumerate(launches):
+        k1 = facts.functions[la1.kernel]
+        out1 = launch_tensors(fl, la1, {b for kind, _, bs in fl.memory_ops(k1) if kind == "store" for b in bs})
+        for la2 in launches[i + 1:]:
+            k2 = facts.functions[la2.kernel]
+            if k2 is k1:
+                continue
+            in2 = launch_tensors(fl, la2, {b for kind, _, bs in fl.memory_ops(k2) if kind == "load" for b in bs})
+            shared = set(out1.values()) & set(in2.values())
+            if shared:
+                yield la1, la2, out1, shared
 
 
 def call_of(fn: Function, e: Expr) -> Call | None:
@@ -139,29 +216,36 @@ VECTOR_DEFAULT = ["float4", "uint4", "int4", "float2", "uint2", "int2", "double2
                   "__nv_bfloat162", "longlong2", "ulonglong2"]
 
 
-def unit_arange(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> Expr | None:
-    """The ``tl.arange`` that indexes the innermost dimension with unit stride (added, never multiplied)."""
-    if depth > 8:
+def unit_arange(fl: Flow, e: Expr, fn: Function, depth: int = 0, hinted: bool = False) -> Expr | None:
+    """The ``tl.arange`` that indexes the innermost dimension with unit stride (added, never multiplied).
+
+    Under ``tl.max_contiguous(x, n)`` the programmer asserts runs of ``n`` contiguous values, so a flat index
+    taken modulo a width (``tl.max_contiguous(tl.multiple_of(o % I, 8), 8)``) counts as well. A name and its
+    definition are two levels, so 12 levels follow about five renamings."""
+    if depth > 12:
         return None
     k = e.kind
     if k == "call" and e.op == "tl.arange":
         return e
     if k == "call" and e.op in ("tl.multiple_of", "tl.max_contiguous") and e.args:
-        return unit_arange(fl, e.args[0], fn, depth + 1)
+        return unit_arange(fl, e.args[0], fn, depth + 1, hinted or e.op == "tl.max_contiguous")
     if k == "bin" and e.op in ("+", "-"):
-        return unit_arange(fl, e.args[1], fn, depth + 1) or unit_arange(fl, e.args[0], fn, depth + 1)
+        return (unit_arange(fl, e.args[1], fn, depth + 1, hinted)
+                or unit_arange(fl, e.args[0], fn, depth + 1, hinted))
+    if k == "bin" and e.op == "%" and hinted and e.args:
+        return unit_arange(fl, e.args[0], fn, depth + 1, hinted)
     if k == "sub" and e.args:
         idx = e.args[1:]
         if len(idx) >= 1 and idx[-1].kind == "const" and idx[-1].value is None:
             return None  # x[:, None]: a column vector, its arange runs along rows
-        return unit_arange(fl, e.args[0], fn, depth + 1)
+        return unit_arange(fl, e.args[0], fn, depth + 1, hinted)
     if k == "cast" and e.args:
-        return unit_arange(fl, e.args[0], fn, depth + 1)
+        return unit_arange(fl, e.args[0], fn, depth + 1, hinted)
     if k == "name":
         for a in fn.defs().get(e.op, []):
             if a.value.kind == "other":
                 continue
-            hit = unit_arange(fl, a.value, fn, depth + 1)
+            hit = unit_arange(fl, a.value, fn, depth + 1, hinted)
             if hit is not None:
                 return hit
     return None

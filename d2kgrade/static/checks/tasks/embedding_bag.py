@@ -45,6 +45,9 @@ _HOST_LOADS = {"__ldg": "ldg", "__ldcs": "ldcs", "__ldlu": "ldlu", "__ldcg": "ld
                "__ldcv": "ldcv"}
 
 
+_BROADCASTS = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync"}
+
+
 def _loaded_index_paths(fl: Flow, e: Expr, fn: Function, cast: str | None = None, mult: bool = False,
                         depth: int = 0, seen: set[int] | None = None) -> Iterator[tuple[Call | Expr, str | None, bool]]:
     """Loads whose value an address expression uses, with the outermost integer cast between the load and the
@@ -72,6 +75,10 @@ def _loaded_index_paths(fl: Flow, e: Expr, fn: Function, cast: str | None = None
     if e.kind == "call" and e.op in ("tl.multiple_of", "tl.max_contiguous", "reinterpret_cast"):
         if e.args:
             yield from _loaded_index_paths(fl, e.args[0], fn, cast, mult, depth + 1, seen)
+        return
+    if e.kind == "call" and e.op in _BROADCASTS and len(e.args) >= 2:
+        # __shfl_sync(mask, idx, j): lane j's loaded index handed to every lane (a prefetched index chunk)
+        yield from _loaded_index_paths(fl, e.args[1], fn, cast, mult, depth + 1, seen)
         return
     if e.kind == "call":
         return  # values computed by other calls (tl.where, tl.minimum of offsets...) are not followed
@@ -257,6 +264,25 @@ def _host_synced(fl: Flow, fn: Function, e: Expr) -> Expr | None:
     return None
 
 
+_ASM_HINTS = ("L1::no_allocate", "L2::evict_first", "L2::evict_last", ".nc", ".cs", ".lu", ".cg")
+
+
+def _asm_loads(facts: Facts, fn: Function) -> list[tuple[Call, str]]:
+    """Inline-PTX global loads of ``fn`` with a cache qualifier (``ld.global.nc.L1::no_allocate.v4.f32``), as
+    (the asm call, ``asm:<qualifier>``); the call's first operand is the address."""
+    texts = [t for t in facts.reachable_tokens("asm") if "ld.global" in t.text]
+    out = []
+    for c in fn.calls:
+        if c.name != "asm" or not c.expr.args:
+            continue
+        for t in texts:
+            if t.line <= c.line <= t.end_line:
+                q = next((h for h in _ASM_HINTS if h in t.text), None)
+                if q is not None:
+                    out.append((c, "asm:" + q))
+    return out
+
+
 @check("cache_policy_choice")
 def cache_policy_choice(facts: Facts, lang: str) -> CheckResult:
     """The cache policy of one buffer's loads is chosen per workload: Triton loads of the same pointer with
@@ -299,6 +325,9 @@ def cache_policy_choice(facts: Facts, lang: str) -> CheckResult:
             for c, b in mem:
                 hint = _HOST_LOADS.get(c.name, "plain")
                 for base in b:
+                    forms.setdefault(base, {}).setdefault(hint, c)
+            for c, hint in _asm_loads(facts, fn):  # ld.global.nc.L1::no_allocate in inline PTX: a hinted form too
+                for base in fl.bases(c.expr.args[0], fn):
                     forms.setdefault(base, {}).setdefault(hint, c)
             for base, by in forms.items():
                 hinted = [h for h in by if h != "plain"]

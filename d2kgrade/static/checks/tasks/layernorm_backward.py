@@ -1,6 +1,7 @@
 """Static checks of task ``layernorm_backward``: the ones only its rubric (``rubrics/layernorm_backward.yaml``) uses.
 
 - ``accumulator_dtype``
+- ``handoff_buffers_fp32``
 - ``read_modify_write``
 """
 
@@ -10,6 +11,7 @@ from d2kgrade.static.checkutil import code, span
 from d2kgrade.static.dataflow import flow, site_of
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import pos
+from d2kgrade.static.patterns.access import kernel_handoffs, shared_accumulate_flush
 from d2kgrade.static.patterns.liveness import load_taint
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -75,9 +77,15 @@ def accumulator_dtype(facts: Facts, lang: str, *, dtype: str = "fp32", atomics: 
 @check("read_modify_write")
 def read_modify_write(facts: Facts, lang: str, *, in_loop: bool = True) -> CheckResult:
     """A kernel loads and stores the same buffer (``in_loop``: inside one loop): a private partial row updated in
-    place (L2-resident), with no atomics."""
+    place (L2-resident), with no atomics; or (CUDA) a ``__shared__`` partial row updated in place inside the loop
+    and flushed to global memory after it."""
     fl = flow(facts)
     for fn in code(facts, lang):
+        if fn.lang == "cuda" and in_loop:
+            hit = shared_accumulate_flush(fl, facts, fn, persistent=False)
+            if hit is not None:
+                return found(f"{fn.name} updates a shared-memory partial row in place in the loop at line "
+                             f"{hit[0].line}", [span(hit[1], "shared update"), span(hit[2], "flush")], 0.8)
         mem = fl.memory_ops(fn)
         for kind, c, b in mem:
             if kind != "store" or not b or (in_loop and not c.loops):
@@ -87,3 +95,22 @@ def read_modify_write(facts: Facts, lang: str, *, in_loop: bool = True) -> Check
                     return found(f"{fn.name} reads and writes {', '.join(sorted(b & b2))}"
                                  + (" in one loop" if in_loop else ""), [span(c2, "load"), span(c, "store")], 0.85)
     return missing("no buffer is loaded and stored back" + (" inside a loop" if in_loop else ""), confidence=0.8)
+
+
+@check("handoff_buffers_fp32")
+def handoff_buffers_fp32(facts: Facts, lang: str) -> CheckResult:
+    """Buffers that one kernel stores and a later kernel loads (the [G, N] dw/db partials of stage 1 read by
+    stage 2) are allocated in fp32 on the host whenever their dtype is visible: partials kept in bf16 (allocated
+    like ``w``) round the fp32 accumulation before the second stage adds them. Passes when no handed-over buffer
+    has a visible non-fp32 dtype."""
+    from d2kgrade.static.patterns.roles import buffer_dtype
+
+    fl = flow(facts)
+    for la1, la2, out1, shared in kernel_handoffs(fl, facts, lang):
+        k1, k2 = facts.functions[la1.kernel], facts.functions[la2.kernel]
+        for param, host in sorted(out1.items()):
+            dt = buffer_dtype(fl, k1, param) if host in shared else None
+            if dt is not None and dt not in ("fp32", "fp64"):
+                return missing(f"{host}, which {k1.name} stores and {k2.name} reads, is allocated as {dt}",
+                               [span(la1, f"launch of {k1.name}")], 0.8)
+    return found("no buffer handed between kernels is allocated in a type narrower than fp32", [], 0.6)

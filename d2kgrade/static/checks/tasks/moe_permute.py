@@ -5,6 +5,7 @@
 - ``onchip_histogram``
 - ``register_topk``
 - ``row_copy``
+- ``sort_of_all_pairs``
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def _onehot(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> Expr | None:
     if k == "cmp" and e.op == "==" and len(e.args) == 2:
         a, b = e.args
         for x, y in ((a, b), (b, a)):
-            if has_arange(fl, x, fn) and own_loads_feeding(fl, y, fn, depth=6):
+            if has_arange(fl, x, fn) and own_loads_feeding(fl, y, fn, depth=10):  # keys may be packed and unpacked
                 return e
         return None
     if k == "cast" and e.args:
@@ -231,3 +232,35 @@ def register_topk(facts: Facts, lang: str) -> CheckResult:
                             return found(f"{fn.name}: {var} reduced by {n.op} and its winner masked each round",
                                          [span(u.value, "mask the winner"), span(n, "arg-max")], 0.8)
     return missing("no loop that takes an arg-max of a carried tile and masks the winner", confidence=0.75)
+
+
+_HOST_SORTS = {"torch.sort", "torch.argsort", ".sort", ".argsort", "thrust::sort", "thrust::sort_by_key",
+               "cub::DeviceRadixSort::SortPairs", "cub::DeviceRadixSort::SortKeys"}
+
+
+@check("sort_of_all_pairs")
+def sort_of_all_pairs(facts: Facts, lang: str) -> CheckResult:
+    """The pairs are ordered by a comparison sort of all of them: a ``tl.sort`` in a kernel launched as one
+    program (``grid=(1,)``: one program sorting the T*k keys), or a sort on the host (``torch.argsort``,
+    ``torch.sort``, thrust / cub device sorts). A ``tl.sort`` of each block's own keys in a kernel launched over
+    many blocks (in-block ranks of a counting sort) is not. Usually negated."""
+    fl = flow(facts)
+    for fn in facts.hosts(None):
+        for c in fn.calls:
+            if c.name in _HOST_SORTS:
+                return found(f"{fn.name} sorts on the host with {c.name}", span(c, "host sort"), 0.8)
+    for fn in code(facts, "triton" if lang == "any" else lang):
+        sorts = [c for c in fn.calls if c.name == "tl.sort"]
+        if not sorts:
+            continue
+        for la in fl.launches_of(fn):
+            caller = facts.functions.get(la.caller)
+            if caller is None or la.grid is None:
+                continue
+            g = la.grid
+            dims = list(g.args) if g.kind in ("tuple", "list") else [g]
+            if dims and all(fl.fold(d, caller) == 1 for d in dims):
+                return found(f"{fn.name} sorts with tl.sort in a single program", [span(sorts[0], "tl.sort"),
+                                                                                  span(la, "grid of one program")],
+                             0.8)
+    return missing("no sort of all pairs (single-program tl.sort or host sort)", confidence=0.7)

@@ -3,6 +3,7 @@
 - ``clamp_before_cast``
 - ``floored_reduction``
 - ``inverse_scale_multiply``
+- ``long_group_amax_passes``
 - ``rne_before_int_cast``
 """
 
@@ -126,7 +127,9 @@ def inverse_scale_multiply(facts: Facts, lang: str) -> CheckResult:
                     num, den = n.args
                     if (fl.reduction_derived(den, fn) is not None and fl.reduction_derived(num, fn) is None
                             and not fl.reads_through(num, fn, taint, seeds, site_of(a))):
-                        recips.append((set(a.targets) if n is a.value else set(), n, a.line))
+                        # the whole value (also under a C declaration's conversion: const float inv = Q / amax)
+                        whole = n is a.value or (a.value.kind == "cast" and a.value.args and n is a.value.args[0])
+                        recips.append((set(a.targets) if whole else set(), n, a.line))
         if not recips:
             continue
         exprs = [(a.value, site_of(a)) for a in fn.assigns] + [(c.expr, site_of(c)) for c in fn.calls
@@ -209,3 +212,39 @@ def floored_reduction(facts: Facts, lang: str) -> CheckResult:
                     return found(f"reduced value replaced by a positive constant when zero in {fn.name}",
                                  span(c, "floor"), 0.75)
     return missing("no reduced value floored by a positive constant", confidence=0.8)
+
+
+_MAX_REDUCTIONS = {"tl.max", "tl.reduce", "__reduce_max_sync", "__hmax2", "__hmax", "fmaxf"}
+
+
+@check("long_group_amax_passes")
+def long_group_amax_passes(facts: Facts, lang: str) -> CheckResult:
+    """A group too long for registers is reduced in bounded passes: either one program sweeps it twice (two
+    consecutive loops over the same loaded data, the first with ``evict_last`` loads in Triton, so the re-read
+    hits L2), or the row is split over programs (a grid axis 1) that sweep their chunk and store partial maxima
+    which a later kernel loads (the tiny amax-reduction kernel of a split row)."""
+    from d2kgrade.static.checks.memory import eviction_policy
+    from d2kgrade.static.checks.sweeps import producer_consumer_kernels, tile_sweeps
+
+    sweeps = tile_sweeps(facts, lang, min=2, reload="loaded")
+    if sweeps.passed:
+        if not code(facts, "triton"):
+            return sweeps
+        hint = eviction_policy(facts, "triton", in_loop=True, op="load", value="evict_last")
+        if hint.passed:
+            return found(f"{sweeps.reason}; {hint.reason}", sweeps.evidence + hint.evidence, 0.8)
+    split = producer_consumer_kernels(facts, lang, producer_axis=1)
+    if split.passed:
+        fl = flow(facts)
+        for fn in code(facts, lang):
+            ops = fl.memory_ops(fn)
+            if not any(kind == "load" and c.loops for kind, c, _ in ops):
+                continue  # the partial comes from one whole-group load, not from a sweep over the chunk
+            for kind, c, _ in ops:
+                v = fl.stored_value(c) if kind == "store" else None
+                if v is not None and any(n.kind == "call" and n.op in _MAX_REDUCTIONS
+                                         for n, _, _ in fl.walk(v, fn, depth=4)):
+                    return found(f"split row: {split.reason}; {fn.name} stores partial maxima",
+                                 split.evidence + [span(c, "partial amax")], 0.75)
+    return missing("no two-sweep program (with evict_last first sweep) and no split-row partial amax kernel",
+                   confidence=0.75)

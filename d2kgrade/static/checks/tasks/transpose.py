@@ -2,6 +2,7 @@
 
 - ``shape_dependent_blocks``
 - ``smem_padding``
+- ``transposed_store``
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from d2kgrade.static.checkutil import code, span
 from d2kgrade.static.dataflow import flow
 from d2kgrade.static.facts import Facts
+from d2kgrade.static.ir import Expr
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
@@ -24,11 +26,18 @@ def smem_padding(facts: Facts, lang: str) -> CheckResult:
         if len(b.dims) >= 2 and re.search(r"\+\s*\d", b.dims[-1]):
             return found(f"padded shared tile {b.name}[{']['.join(b.dims)}]", Span(b.line, b.line, "padding"), 0.85)
     names = {b.name for b in facts.shared if b.func in facts.reachable}
+
+    def xor_helper(x: Expr) -> bool:
+        # a device helper that returns an XOR of its arguments (``swz<TN>(r, c)`` returning ``c ^ (r & 31)``)
+        h = facts.functions.get("cu:" + x.op) if x.kind == "call" else None
+        return h is not None and any(y.kind == "bin" and y.op == "^" for r in h.returns for y in r.walk())
+
     for fn in code(facts, "cuda"):
-        for a in fn.assigns:
-            for n in a.value.walk():
+        exprs = [a.value for a in fn.assigns] + [c.expr for c in fn.calls]  # reads in assignments and calls
+        for e in exprs:
+            for n in e.walk():
                 if n.kind == "sub" and n.args and n.args[0].kind in ("sub", "name") and any(
-                        x.kind == "bin" and x.op == "^" for i in n.args[1:] for x in i.walk()):
+                        (x.kind == "bin" and x.op == "^") or xor_helper(x) for i in n.args[1:] for x in i.walk()):
                     base = n.args[0]
                     while base.kind == "sub" and base.args:
                         base = base.args[0]
@@ -64,3 +73,26 @@ def shape_dependent_blocks(facts: Facts, lang: str) -> CheckResult:
                        and fl.root(n.args[1], fn).op == p for c in fn.calls for n in c.expr.walk()):
                     return found(f"{fn.name}: block size {p} computed at launch", span(la, "launch"), 0.75)
     return missing("block sizes are the same for every shape", confidence=0.75)
+
+
+_TRANSPOSES = ("tl.trans", "tl.permute")
+
+
+@check("transposed_store")
+def transposed_store(facts: Facts, lang: str) -> CheckResult:
+    """A Triton store (pointer or descriptor) writes a tile transposed in registers: the stored value goes through
+    ``tl.trans``, ``tl.permute`` or the tensor's ``.T``, so the compiler converts the layout through shared memory
+    and both the load and the store are row-coalesced. A tile stored through swapped pointer strides is not."""
+    fl = flow(facts)
+    for fn in code(facts, "triton"):
+        for kind, c, _ in fl.memory_ops(fn):
+            if kind != "store":
+                continue
+            v = fl.stored_value(c)
+            if v is None:
+                continue
+            for n, f, _ in fl.walk(v, fn, depth=5):
+                if (n.kind == "call" and n.op in _TRANSPOSES) or (n.kind == "attr" and n.op == "T"):
+                    return found(f"{fn.name} stores a tile transposed in registers",
+                                 [span(c, "store"), span(n, "transpose")], 0.85)
+    return missing("no store of a tile transposed with tl.trans / tl.permute / .T", confidence=0.8)
