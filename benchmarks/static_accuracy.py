@@ -48,7 +48,7 @@ def measure(folder: Path, tasks: list[str]) -> dict:
     overall: dict[str, Tally] = {}
     print(f"{'property':52s} {'n':>3s} {'acc':>5s} {'prec':>5s} {'rec':>5s}  errors")
     for t in tasks:
-        res = evaluate(folder / t, suite.load_rubric(t))
+        res = evaluate(folder / t, suite.load_rubric(t), suite.load_task(t))
         results[t] = res
         for pid, d in res["properties"].items():
             print(f"{pid:52s} {d['n']:3d} {fmt(d['accuracy'])} {fmt(d['precision'])} {fmt(d['recall'])}  "

@@ -21,7 +21,7 @@ from typing import Any
 
 from d2kgrade.errors import Problem, SpecError
 from d2kgrade.io import load_yaml
-from d2kgrade.schema import Rubric
+from d2kgrade.schema import Rubric, Task
 from d2kgrade.static.grade import grade_file
 
 
@@ -82,9 +82,10 @@ ENTRY = "kernel.py"
 """The entry point of a folder variant (a multi-file submission)."""
 
 
-def grade_variant(rubric: Rubric, path: Path) -> Any:
-    """The static grade of one variant: a file, or a folder graded through its entry point."""
-    return grade_file(rubric, path / ENTRY if path.is_dir() else path)
+def grade_variant(rubric: Rubric, path: Path, task: Task | None = None) -> Any:
+    """The static grade of one variant: a file, or a folder graded through its entry point; with ``task``, as
+    ``d2kgrade judge`` grades it (each property on the paths serving the catalog workloads it concerns)."""
+    return grade_file(rubric, path / ENTRY if path.is_dir() else path, task=task)
 
 
 def load_labels(folder: Path, rubric: Rubric) -> dict[str, dict[str, str]]:
@@ -117,15 +118,16 @@ def load_labels(folder: Path, rubric: Rubric) -> dict[str, dict[str, str]]:
     return out
 
 
-def evaluate(folder: Path, rubric: Rubric) -> dict[str, Any]:
-    """Grade every labelled variant of ``folder`` and tally agreement per property and per level."""
+def evaluate(folder: Path, rubric: Rubric, task: Task | None = None) -> dict[str, Any]:
+    """Grade every labelled variant of ``folder`` (with ``task``, as the CLI does) and tally agreement per
+    property and per level."""
     labels = load_labels(folder, rubric)
     levels = {p.id: p.level for p in rubric.properties}
     per_prop: dict[str, Tally] = {pid: Tally() for pid in levels if pid in next(iter(labels.values()), {})}
     per_level: dict[str, Tally] = {}
     verdicts: dict[str, dict[str, str]] = {}
     for name, lab in sorted(labels.items()):
-        fg = grade_variant(rubric, folder / name)
+        fg = grade_variant(rubric, folder / name, task)
         got = {pg.property_id: pg.verdict for pg in fg.properties}
         verdicts[name] = got
         for pid, expected in lab.items():

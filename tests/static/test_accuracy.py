@@ -30,7 +30,8 @@ def test_corpus_covers_tasks_with_eight_variants_each():
 
 @pytest.mark.parametrize("task_id", TASKS)
 def test_per_property_accuracy(task_id):
-    res = evaluate(CORPUS / task_id, Suite(ROOT).load_rubric(task_id))
+    suite = Suite(ROOT)
+    res = evaluate(CORPUS / task_id, suite.load_rubric(task_id), suite.load_task(task_id))
     low = {pid: (d["accuracy"], d["errors"]) for pid, d in res["properties"].items()
            if d["accuracy"] is None or d["accuracy"] < MIN_ACCURACY}
     assert not low, f"properties below {MIN_ACCURACY}: {low}"
@@ -59,7 +60,8 @@ def test_wild_corpus_is_held_out_and_its_first_pass_is_kept():
 @pytest.mark.parametrize("task_id", WILD_TASKS)
 def test_wild_corpus_accuracy(task_id):
     """A regression guard on the (now tuned) held-out corpus: at least 0.95 of a task's labels."""
-    res = evaluate(WILD / task_id, Suite(ROOT).load_rubric(task_id))
+    suite = Suite(ROOT)
+    res = evaluate(WILD / task_id, suite.load_rubric(task_id), suite.load_task(task_id))
     right = sum(d["tp"] + d["tn"] for d in res["levels"].values())
     total = sum(d["n"] for d in res["levels"].values())
     assert right / total >= 0.95, [e for d in res["properties"].values() for e in d["errors"]]
