@@ -9,10 +9,10 @@
 #   references_candidates.json    every reference, every candidate (compile max-autotune too), this evaluator
 #   timing_repeat_h200.json       5 evaluations of 10 tasks: spread of the medians, kernel and every candidate
 #   ablation_h200.json            d2kgrade ablate on the references (benchmarks/ablate_references.py)
-# STEPS selects the steps (default: all, in this order); LIMIT_<step> overrides a step's time limit,
-# REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of the references step,
-# REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation
-# between references. Keep the device calls back to back: a machine left idle
+# STEPS names the steps, run in the order named (default: gpu_tests references repeat ablation); LIMIT_<step>
+# overrides a step's time limit, REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of
+# the references step, REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the references ablated, ABLATE_BUDGET_S
+# stops the ablation between references. Keep the device calls back to back: a machine left idle
 # for 30 s is given back with the round's files (round 9 lost two thirds of its budget so).
 # Round 8 (2026-12-02) measured, in 30 device
 # minutes of which ~10 went to finding the split's CUDA faults: 10 of 13 GPU tests and flash_attention_fwd's
@@ -34,25 +34,34 @@ step() {
   echo "== $name rc=$? end $(date +%T)" >>"$D/status"
 }
 limit() { local v="LIMIT_$1"; echo "${!v:-$2}"; }   # LIMIT_<step>=seconds overrides a step's limit
-want() { [[ " ${STEPS:-gpu_tests references repeat ablation} " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$D/status" 2>&1
+# One function per step; STEPS runs them in the order it names them (round 10 lost its ablation to a fixed order).
+# A new step: a function run_<name> and, if it belongs to the default round, its name in DEFAULT_STEPS.
+DEFAULT_STEPS="gpu_tests references repeat ablation"
 # Only the folders with GPU tests (others import packages the H200 image lacks: round 9 lost its step to that),
 # and -v, so a step cut at its limit still names the tests that ran.
-if want gpu_tests; then
+run_gpu_tests() {
   step gpu_tests "$(limit gpu_tests 900)" python3 -m pytest -v -m gpu tests/runner tests/runner_agent \
     -p no:cacheprovider --timeout 300 -rA --durations=0
-fi
-if want references; then
+}
+run_references() {
   step references "$(limit references 3600)" python3 benchmarks/bench_round.py --out "$D/references_candidates.json" \
     --hidden --exclude ${REFERENCES_EXCLUDE:-} --tasks ${REFERENCES_TASKS:-$(ls tasks)}
-fi
-if want repeat; then
+}
+run_repeat() {
   step repeat "$(limit repeat 2400)" python3 benchmarks/bench_round.py --out "$D/timing_repeat_h200.json" --repeat 5 \
     --exclude compile_max_autotune --tasks ${REPEAT_TASKS:-softmax rmsnorm_residual layernorm swiglu transpose \
     cross_entropy gemm_bf16 gemm_bias_act flash_attention_fwd conv2d_implicit_gemm}
-fi
-if want ablation; then
+}
+run_ablation() {
   step ablation "$(limit ablation 3600)" python3 benchmarks/ablate_references.py --out "$D/ablation_h200.json" \
     --jsonl "$D/ablations.jsonl" ${ABLATE_BUDGET_S:+--budget-s $ABLATE_BUDGET_S} ${ABLATE_TASKS:+--tasks $ABLATE_TASKS}
-fi
+}
+for name in ${STEPS:-$DEFAULT_STEPS}; do
+  if declare -F "run_$name" >/dev/null; then
+    "run_$name"
+  else
+    echo "== $name: no such step (steps: $(declare -F | sed -n 's/^declare -f run_//p' | tr '\n' ' '))" >>"$D/status"
+  fi
+done
 touch "$D/DONE"
