@@ -100,6 +100,10 @@ def grid_sized(fl: Flow, fn: Function, step: Expr) -> bool:
         grid_names -= {"triton.cdiv", "min", "max", "triton.next_power_of_2"}
         if arg_names & grid_names:
             return True
+        # a grid closure reads the launcher's local by its plain name (num_sms) where the flattened launch has
+        # the renamed local (num_sms@__call__3)
+        if {n.split("@")[0] for n in arg_names} & {n.split("@")[0] for n in grid_names if "@" not in n}:
+            return True
         if arg.kind == "name" and any(_is_value(fl, caller, d, arg.op, 0) for d in _grid_dims(la.grid)):
             return True  # a grid extent is the value passed as the stride (min(meta["NUM_PROGS"], bound))
     return False

@@ -17,6 +17,7 @@ from d2kgrade.static.patterns.config import (
     param_values,
     template_values,
 )
+from d2kgrade.static.patterns.names import expr_key
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
@@ -55,8 +56,8 @@ def _launch_guards(facts: Facts, la: Launch) -> tuple[Expr, ...]:
 
 @check("host_config_choice")
 def host_config_choice(facts: Facts, lang: str, *, min_params: int = 2, ratio: bool = False) -> CheckResult:
-    """Launch meta-parameters (block sizes, ``num_warps``, ``num_stages``, CUDA template arguments) are chosen per
-    problem: at least ``min_params`` of them take different values under host choices (a config function, an
+    """Launch meta-parameters (block sizes, ``num_warps``, ``num_stages``, CUDA template arguments and the thread
+    count launched with them) are chosen per problem: at least ``min_params`` of them take different values under host choices (a config function, an
     if/else, a conditional expression, template instantiations in branches), or in autotune configs keyed on
     the problem. ``ratio``: the choice depends on a quotient of two run-time sizes (``T // E``, rows per expert;
     an autotune key computed from one), not on one size alone."""
@@ -69,6 +70,10 @@ def host_config_choice(facts: Facts, lang: str, *, min_params: int = 2, ratio: b
         if fn.lang == "cuda":
             tv = template_values(facts, fn)
             varying = [p for p, v in tv.items() if len(v) >= 2]
+            las_t = [la for la in fl.launches_of(fn) if la.template]
+            blocks = {expr_key(la.block) for la in las_t if la.block is not None}
+            if varying and len(blocks) >= 2:  # the block size goes with the template (num_warps' analogue)
+                varying.append(-1)
             best = max(best, len(varying))
             if len(varying) >= min_params:
                 las = [la for la in fl.launches_of(fn) if la.template]
@@ -170,7 +175,7 @@ def autotune_configs(facts: Facts, lang: str, *, min_configs: int = 2, require: 
     field in ``require`` (``num_warps``, ``num_stages``, a meta-parameter) is set in the configs, and each field
     in ``vary`` takes at least two values (comprehension-generated configs are accepted as varying). With
     ``any_value`` (``{BLOCK_M: [16, 32, 64], BM: [16, 32, 64]}``) some config must set one of those fields to one
-    of the listed values (small-M tiles, say)."""
+    of the listed values (small-M tiles, say); generated configs are evaluated from their literal tables."""
     req = require or []
     for fn in code(facts, "triton"):
         at = fn.autotune
@@ -192,9 +197,14 @@ def autotune_configs(facts: Facts, lang: str, *, min_configs: int = 2, require: 
                     for c in at.configs}
             if len(vals) < 2 and not at.generated:
                 problems.append(f"{v} does not vary")
-        if any_value and not at.generated and not any(c.kwargs.get(k) in vals for c in at.configs
-                                                      for k, vals in any_value.items()):
-            problems.append(f"no config with {' or '.join(any_value)} in {list(any_value.values())[0]}")
+        if any_value:
+            # generated configs (a comprehension over literal tables) are evaluated; only when that fails are
+            # they given the benefit of the doubt
+            dicts = config_dicts(facts, fn) if at.generated else [c.kwargs for c in at.configs]
+            known = any(k in d for d in dicts for k in any_value)
+            if (known or not at.generated) and not any(d.get(k) in vals for d in dicts
+                                                       for k, vals in any_value.items()):
+                problems.append(f"no config with {' or '.join(any_value)} in {list(any_value.values())[0]}")
         sp = Span(at.line, at.end_line, "autotune")
         if not problems:
             return found(f"{fn.name} autotuned over {n}{'+' if at.generated else ''} configs, key={at.key}", sp, 0.9)

@@ -140,9 +140,11 @@ def async_copy(facts: Facts, lang: str, *, kind: str = "cp.async") -> CheckResul
 
 
 @check("dot_low_precision_operand")
-def dot_low_precision_operand(facts: Facts, lang: str, *, dtypes: list[str] | None = None) -> CheckResult:
+def dot_low_precision_operand(facts: Facts, lang: str, *, dtypes: list[str] | None = None,
+                              accumulating: bool = True) -> CheckResult:
     """A ``tl.dot`` takes as its first operand a value converted in registers to a 16-bit type (``p.to(tl.bfloat16)``
-    or ``p.to(v.dtype)``) while accumulating into a passed-in accumulator: P feeds the tensor cores straight from
+    or ``p.to(v.dtype)``) while accumulating into a passed-in accumulator (its third argument or ``acc=``; ``acc +
+    tl.dot(p, v)`` does not count; ``accumulating: false`` drops this): P feeds the tensor cores straight from
     registers."""
     want = set(dtypes or ["bf16", "fp16", "fp8"])
     fl = flow(facts)
@@ -150,7 +152,34 @@ def dot_low_precision_operand(facts: Facts, lang: str, *, dtypes: list[str] | No
         for c in fn.calls:
             if c.name != "tl.dot" or not c.expr.args:
                 continue
+            if accumulating and c.expr.kw("acc", 2) is None:  # acc + tl.dot(p, v): a fresh product tile first
+                continue
             for n, _, _ in fl.walk(c.expr.args[0], fn, depth=2):
                 if (n.kind == "cast" and n.op in want) or (n.kind == "call" and n.op == ".to"):
                     return found(f"tl.dot on a register-converted operand in {fn.name}", span(c, "tl.dot"), 0.85)
     return missing("no tl.dot whose first operand is converted to 16 bits in registers", confidence=0.8)
+
+
+@check("dot_first_operand_from")
+def dot_first_operand_from(facts: Facts, lang: str, *, input_index: int = 1) -> CheckResult:
+    """The first operand of a ``tl.dot`` is loaded from the submission's input number ``input_index`` (0-based in
+    ``kernel(...)``; pointer or tensor-descriptor loads), e.g. the weight tile first for a swap-AB small-M GEMM
+    (``tl.dot(b_tile, tl.trans(a_tile))``)."""
+    fl = flow(facts)
+    entry = facts.functions.get("kernel")
+    if entry is None or input_index >= len(entry.params):
+        return CheckResult(None, "no kernel(...) signature to map inputs", confidence=0.0)
+    target = entry.params[input_index]
+    for fn in code(facts, "triton"):
+        for c in fn.calls:
+            if c.name not in DOTS or not c.expr.args:
+                continue
+            for n, f, _ in fl.walk(c.expr.args[0], fn, depth=4):
+                if n.kind == "call" and n.op in ("tl.load", ".load") and f is fn:
+                    ptr = n.kw("pointer", 0) if n.op == "tl.load" else n.recv
+                    for b in (fl.bases(ptr, fn) if ptr is not None else set()):
+                        for src, caller in fl.param_sources(fn, b):
+                            if any(x.kind == "name" and x.op == target for x, _, _ in fl.walk(src, caller, depth=6)):
+                                return found(f"tl.dot in {fn.name} takes {target} as its first operand",
+                                             span(c, "swapped operands"), 0.75)
+    return missing(f"no tl.dot whose first operand comes from {target}", confidence=0.7)

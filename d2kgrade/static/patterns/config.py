@@ -131,6 +131,8 @@ def host_values(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> set[Any]:
                 for r in g.returns:
                     if r.kind == "tuple" and r.op != "dict" and d.index < len(r.args):
                         out |= host_values(fl, r.args[d.index], g, depth + 1)
+            elif d.index is not None:  # bm, bn = (64, 128) if small else (128, 256)
+                out |= _element_values(fl, d.value, d.index, fn, depth + 1)
             else:
                 out |= host_values(fl, d.value, fn, depth + 1)
         return out
@@ -140,6 +142,15 @@ def host_values(fl: Flow, e: Expr, fn: Function, depth: int = 0) -> set[Any]:
         for r in g.returns:
             out |= host_values(fl, r, g, depth + 1)
         return out
+    return set()
+
+
+def _element_values(fl: Flow, e: Expr, i: int, fn: Function, depth: int) -> set[Any]:
+    """Values element ``i`` of a host tuple expression may take (a tuple literal, both arms of a conditional)."""
+    if e.kind == "tuple" and e.op != "dict" and i < len(e.args):
+        return host_values(fl, e.args[i], fn, depth + 1)
+    if e.kind == "ternary" and len(e.args) == 3:
+        return _element_values(fl, e.args[1], i, fn, depth + 1) | _element_values(fl, e.args[2], i, fn, depth + 1)
     return set()
 
 

@@ -183,7 +183,7 @@ def tensor_roots(fl: Flow, e: Expr, fn: Function, depth: int = 0,
         if e.recv is not None and (e.op in TENSOR_METHODS):
             return [(f, p, ms | {e.op}) for f, p, ms in tensor_roots(fl, e.recv, fn, depth + 1, seen)]
         if e.op.endswith("from_tensor") or e.op in ("reinterpret_cast", "static_cast", "torch.as_strided") \
-                or e.op.endswith(".contiguous"):
+                or e.op.endswith(".contiguous") or e.op.split(".")[-1] == "TensorDescriptor":
             first = e.args[0] if e.args else None
             return tensor_roots(fl, first, fn, depth + 1, seen) if first is not None else []
         return []

@@ -2,6 +2,7 @@
 uses.
 
 - ``dot_operand_from``
+- ``flat_pipelined_reduction``
 - ``gather_inner_contiguous``
 - ``loop_index_math_free``
 - ``tile_index_decomposition``
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import re
 
+from d2kgrade.static.checks.configs import num_stages
 from d2kgrade.static.checks.memory import vector_access
 from d2kgrade.static.checkutil import code, span
 from d2kgrade.static.dataflow import Flow, flow
 from d2kgrade.static.facts import Facts
 from d2kgrade.static.ir import Expr, Function, Loop
 from d2kgrade.static.patterns.access import has_arange, own_loads_feeding, unit_arange
+from d2kgrade.static.patterns.mma import dot_accumulators
 from d2kgrade.static.patterns.roles import entry_params
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
@@ -196,3 +199,35 @@ def loop_index_math_free(facts: Facts, lang: str, *, input_index: int = 0) -> Ch
                          "division", span(red[0], "division-free loop"), 0.75)
         reason = f"division/modulo by a run-time value inside the reduction loop of {fn.name}"
     return missing(reason, confidence=0.75)
+
+
+@check("flat_pipelined_reduction")
+def flat_pipelined_reduction(facts: Facts, lang: str, *, min: int = 3) -> CheckResult:
+    """The reduction is pipelined across the whole R*S*C sweep: ``num_stages >= min`` is asked for (autotune
+    configs, the launch, or ``tl.range`` of the loop holding the MMA), and the loop holding the MMA is not nested
+    inside another loop that carries the same accumulator (a ``static_range`` over taps around a channel loop,
+    which at C = BK has one iteration per tap and leaves nothing in flight across taps)."""
+    fl = flow(facts)
+    staged = num_stages(facts, lang, min=min)
+    if not staged.passed:
+        return staged
+    for fn in code(facts, "triton"):
+        accs = dot_accumulators(fl, fn)
+        if not accs:
+            continue
+        nested = []
+        for var, lid in accs.items():
+            lp = fn.loop(lid)
+            outer = fn.loop(lp.parent) if lp is not None and lp.parent is not None else None
+            while outer is not None:
+                if var in fl.carried(fn).get(outer.id, {}):
+                    nested.append((lp, outer))
+                    break
+                outer = fn.loop(outer.parent) if outer.parent is not None else None
+        if nested:
+            lp, outer = nested[0]
+            return missing(f"{fn.name}: the MMA loop (line {lp.line}) runs inside the taps loop at line {outer.line}: "
+                           "each tap's short loop is pipelined on its own", [span(lp, "inner loop"),
+                                                                           span(outer, "taps loop")], 0.7)
+        return found(f"{fn.name}: one pipelined reduction loop ({staged.reason})", staged.evidence, 0.8)
+    return staged

@@ -174,7 +174,8 @@ def _close(a: float, b: float, rel: float = 2e-3) -> bool:
 
 
 def _denominators(fl: Flow, fn: Function) -> list[tuple[Expr, Expr | None, Expr, bool]]:
-    """Divisions and reciprocals of a kernel: (node, numerator or None, denominator, fast)."""
+    """Divisions and reciprocals of a kernel: (node, numerator or None, denominator, fast); an inline-asm
+    ``rcp.approx`` is a fast reciprocal."""
     out = []
     exprs = [a.value for a in fn.assigns] + [c.expr for c in fn.calls] + list(fn.returns)
     seen: set[int] = set()
@@ -194,6 +195,12 @@ def _denominators(fl: Flow, fn: Function) -> list[tuple[Expr, Expr | None, Expr,
                     ieee = n.kw("ieee_rounding", 2)
                     fast = ieee is None or ieee.value is False or fl.fold(ieee, fn) == 0
                 out.append((n, n.args[0] if i == 1 else None, n.args[i], fast))
+            elif n.kind == "call" and n.op == "tl.inline_asm_elementwise":  # rcp.approx.ftz.f32 $0, $1
+                a, args = n.kw("asm", 0), n.kw("args", 2)
+                if a is not None and isinstance(a.value, str) and "rcp.approx" in a.value and args is not None:
+                    ops = args.args if args.kind in ("tuple", "list") else (args,)
+                    if ops:
+                        out.append((n, None, ops[0], True))
     return out
 
 
@@ -240,7 +247,7 @@ def gelu_sigmoid_form(facts: Facts, lang: str) -> CheckResult:
     """tanh-GELU is evaluated as x * sigmoid(2z), z = sqrt(2/pi) * (x + 0.044715 x^3): an exponential whose
     argument is -2z (``tl.exp``, ``__expf``) or -2z*log2(e) (``tl.exp2``, ``exp2f``; the constants may be folded
     in any arrangement, the polynomial is evaluated) sits in the denominator of a division or reciprocal
-    (``x / (1 + e)``, ``tl.fdiv``, ``__frcp_rn``) whose numerator does not hold it (a tanh built as
+    (``x / (1 + e)``, ``tl.fdiv``, ``__frcp_rn``, inline-asm ``rcp.approx``) whose numerator does not hold it (a tanh built as
     (e - 1) / (e + 1) does not count); or ``tl.sigmoid(2z)``; or a hardware ``tanh.approx`` of z through inline asm."""
     fl = flow(facts)
     for fn in code(facts, lang):
@@ -299,13 +306,17 @@ def _epilogue_activations(fl: Flow, facts: Facts, fn: Function) -> list[tuple[Ca
     return out
 
 
-def _late_loads(fl: Flow, fn: Function, nodes: list[Expr], loop: Loop) -> list[Call]:
-    """Loads among ``nodes`` made after the K loop, outside it."""
+LOADS = ("tl.load", "load", ".load")  # pointer loads, CUDA reads, tensor-descriptor loads (b_desc.load([n0]))
+
+
+def _late_loads(fl: Flow, fn: Function, nodes: list[Expr], loop: Loop, *, inside: bool = False) -> list[Call]:
+    """Loads among ``nodes`` made after the K loop, outside it (``inside``: or in it, a value that joins the
+    accumulator only after the loop)."""
     out = []
     for n in nodes:
-        if n.kind == "call" and n.op in ("tl.load", "load"):
+        if n.kind == "call" and n.op in LOADS:
             c = next((x for x in fn.calls if x.expr is n), None)
-            if c is not None and loop.id not in c.loops and pos(c) >= end_pos(loop):
+            if c is not None and (inside or (loop.id not in c.loops and pos(c) >= end_pos(loop))):
                 out.append(c)
     return out
 
@@ -315,7 +326,9 @@ def epilogue_activation(facts: Facts, lang: str, *, late_load: bool = True) -> C
     """The kernel that runs the GEMM's K loop (``tl.dot`` accumulating, or CUDA MMAs in a loop) stores, after the
     loop, values computed from its accumulator (Triton: the carried ``tl.dot`` accumulator is read) and passed
     through an activation (an exponential, ``tl.sigmoid``, tanh/erf, inline-asm ``tanh.approx``) and, with
-    ``late_load``, combined with a value loaded after the loop (the bias): bias and activation fused into the GEMM."""
+    ``late_load``, combined after the loop with a loaded value that does not come through the accumulator (the
+    bias, by pointer or descriptor, loaded after the loop or, wastefully, in it): bias and activation fused into
+    the GEMM."""
     fl = flow(facts)
     reason = "no store after a K loop of values passed through an activation"
     for fn in code(facts, lang):
@@ -325,7 +338,7 @@ def epilogue_activation(facts: Facts, lang: str, *, late_load: bool = True) -> C
             if fn.lang == "py" and not any(n.kind == "name" and n.op in accs for n in nodes):
                 reason = f"the activation stored by {fn.name} is not applied to its tl.dot accumulator"
                 continue
-            late = _late_loads(fl, fn, nodes, loop)
+            late = _late_loads(fl, fn, nodes, loop, inside=True)
             if late_load and not late:
                 reason = f"{fn.name} applies the activation, but no value loaded after the K loop (a bias) joins it"
                 continue
@@ -436,7 +449,7 @@ def persistent_overlap(facts: Facts, lang: str) -> CheckResult:
 @check("bias_vector_epilogue")
 def bias_vector_epilogue(facts: Facts, lang: str) -> CheckResult:
     """After the K loop (outside it), the kernel loads a vector indexed along N only (one ``tl.arange``, no
-    ``[:, None]`` row axis) and combines it, broadcast, with the accumulator into the stored value: a bias loaded
+    ``[:, None]`` row axis, or a 1-D tensor descriptor) and combines it, broadcast, with the accumulator into the stored value: a bias loaded
     once per tile. CUDA: a global load placed after the MMA loop outside every loop (once per thread per tile)."""
 
     fl = flow(facts)
@@ -455,12 +468,12 @@ def bias_vector_epilogue(facts: Facts, lang: str) -> CheckResult:
             if fn.lang == "py" and not any(n.kind == "name" and n.op in accs for n in nodes):
                 continue
             for n in nodes:
-                if n.kind != "call" or n.op not in ("tl.load", "load"):
+                if n.kind != "call" or n.op not in LOADS:
                     continue
                 c = next((x for x in fn.calls if x.expr is n), None)
                 if c is None or loop.id in c.loops or pos(c) < end_pos(loop):
                     continue
-                ptr = n.kw("pointer", 0)
+                ptr = n.recv if n.op == ".load" else n.kw("pointer", 0)  # a descriptor's block_shape gives its rank
                 if fn.lang == "py":
                     if ptr is None or arange_dims(fl, ptr, fn) != 1:
                         continue

@@ -1,7 +1,6 @@
 """Static checks of task ``gemm_splitk``: the ones only its rubric (``rubrics/gemm_splitk.yaml``) uses.
 
 - ``cuda_swap_ab``
-- ``dot_first_operand_from``
 - ``fp32_partial_reduction``
 - ``operand_eviction_hints``
 - ``stream_k_ranges``
@@ -17,7 +16,7 @@ from d2kgrade.static.ir import Call, Expr, Function, Loop
 from d2kgrade.static.patterns.access import loads_of, row_arange_sizes, unit_arange
 from d2kgrade.static.patterns.config import host_calls
 from d2kgrade.static.patterns.mma import mma_calls, mma_values
-from d2kgrade.static.patterns.names import ATOMICS, DOTS, SM_SOURCES, expr_key, low_precision_cast
+from d2kgrade.static.patterns.names import ATOMICS, SM_SOURCES, expr_key, low_precision_cast
 from d2kgrade.static.patterns.roles import input_params_with_methods
 from d2kgrade.static.registry import CheckResult, check, found, missing
 
@@ -40,8 +39,14 @@ def weights_read_once(facts: Facts, lang: str, *, input_index: int = 1, rows_ind
     its address changes across every enclosing loop (no loop over M rows re-reads the same slab); the tile of
     activation rows (input ``rows_index``) is not a fixed size below ``max_m`` (all M <= ``max_m`` rows in one
     tile, or a size taken from M); and the weights are spread over many programs: a weight tile no wider than
-    ``max_bn`` rows, or K split across programs. CUDA: the weight loads change across every enclosing loop."""
+    ``max_bn`` rows, or K split across programs. CUDA: the weight loads change across every enclosing loop. An
+    entry that calls the kernel once per chunk of rows (``torch.cat([ext.gemv(A[i:i + 4], B) for i in ...])``,
+    or a host loop) passing the same weights each time streams them once per chunk and fails."""
     fl = flow(facts)
+    chunked = _relaunched_per_chunk(facts, input_index)
+    if chunked is not None:
+        return missing(f"the entry runs the kernel once per chunk of rows with the same weights (line "
+                       f"{chunked.line}): the weights are streamed once per chunk", confidence=0.7)
     reason = f"no kernel loads input {input_index}"
     for fn in code(facts, lang):
         wp = input_params_with_methods(fl, facts, fn, input_index)
@@ -90,6 +95,28 @@ def weights_read_once(facts: Facts, lang: str, *, input_index: int = 1, rows_ind
             continue
         return found(f"{fn.name} streams each weight element once", span(w_loads[0], "weight load"), 0.75)
     return missing(reason, confidence=0.7)
+
+
+def _relaunched_per_chunk(facts: Facts, input_index: int) -> Expr | None:
+    """A call in the entry that passes the entry's weight parameter unchanged while sitting in a host loop or a
+    comprehension over chunks (``[ext.gemv(A[i:i + 4], B) for i in range(0, M, 4)]``): the kernel it runs reads
+    the whole weight tensor once per iteration."""
+    entry = facts.functions.get("kernel")
+    if entry is None or input_index >= len(entry.params):
+        return None
+    w = entry.params[input_index]
+    roots = [a.value for a in entry.assigns] + list(entry.returns) + [c.expr for c in entry.calls if c.loops]
+    for root in roots:
+        comps = [n for n in root.walk() if n.kind == "other" and n.op == "comprehension" and n.args]
+        elems = [c.args[0] for c in comps]
+        if root in [c.expr for c in entry.calls if c.loops]:
+            elems.append(root)
+        for el in elems:
+            for n in el.walk():
+                if n.kind == "call" and not n.op.startswith("torch.") and any(
+                        a.kind == "name" and a.op == w for a in n.args):
+                    return n
+    return None
 
 
 def _low_precision_value(fl: Flow, e: Expr, fn: Function) -> Expr | None:
@@ -279,27 +306,3 @@ def cuda_swap_ab(facts: Facts, lang: str) -> CheckResult:
     if hits:
         return CheckResult(None, "tensor-core CUDA code: operand roles not visible statically", [span(hits[0])], 0.0)
     return missing("no tensor-core instructions in the CUDA code, so no swap-AB MMA", confidence=0.8)
-
-
-@check("dot_first_operand_from")
-def dot_first_operand_from(facts: Facts, lang: str, *, input_index: int = 1) -> CheckResult:
-    """The first operand of a ``tl.dot`` is loaded from the submission's input number ``input_index`` (0-based in
-    ``kernel(...)``), e.g. the weight tile first for a swap-AB small-M GEMM (``tl.dot(b_tile, tl.trans(a_tile))``)."""
-    fl = flow(facts)
-    entry = facts.functions.get("kernel")
-    if entry is None or input_index >= len(entry.params):
-        return CheckResult(None, "no kernel(...) signature to map inputs", confidence=0.0)
-    target = entry.params[input_index]
-    for fn in code(facts, "triton"):
-        for c in fn.calls:
-            if c.name not in DOTS or not c.expr.args:
-                continue
-            for n, f, _ in fl.walk(c.expr.args[0], fn, depth=4):
-                if n.kind == "call" and n.op in ("tl.load", ".load") and f is fn:
-                    ptr = n.kw("pointer", 0) if n.op == "tl.load" else n.recv
-                    for b in (fl.bases(ptr, fn) if ptr is not None else set()):
-                        for src, caller in fl.param_sources(fn, b):
-                            if any(x.kind == "name" and x.op == target for x, _, _ in fl.walk(src, caller, depth=6)):
-                                return found(f"tl.dot in {fn.name} takes {target} as its first operand",
-                                             span(c, "swapped operands"), 0.75)
-    return missing(f"no tl.dot whose first operand comes from {target}", confidence=0.7)

@@ -3,6 +3,7 @@ uses.
 
 - ``bound_test_in_loop``
 - ``direct_or_partial_store``
+- ``kv_shared_by_query_heads``
 - ``partials_merged``
 - ``pipelined_gather_loop``
 - ``tail_only_mask``
@@ -30,6 +31,7 @@ from d2kgrade.static.patterns.access import (
 from d2kgrade.static.patterns.config import param_values
 from d2kgrade.static.patterns.names import SCANS
 from d2kgrade.static.patterns.reductions import online
+from d2kgrade.static.patterns.roles import entry_params, input_params_with_methods
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
@@ -46,7 +48,8 @@ def work_list_mapping(facts: Facts, lang: str) -> CheckResult:
     """Programs are mapped to work items through data: a scalar read from a work list at an address given by the
     program id (or a persistent loop's item index) addresses another scalar read (item -> sequence -> its
     length), or the item's sequence is counted from a prefix sum (``tl.cumsum``) of loaded lengths compared with
-    the item index."""
+    the item index, or a grid axis picks a fixed-size token chunk (``start = blockIdx.z * PARTITION``) of a loop
+    bounded by the loaded length (vLLM's partitions; programs past the length exit)."""
     fl = flow(facts)
     for fn in code(facts, lang):
         item_vars = {lp.var for lp in fn.loops if lp.var and is_persistent(fl, fn, lp)}
@@ -88,7 +91,41 @@ def work_list_mapping(facts: Facts, lang: str) -> CheckResult:
             if (sides[0][0] and sides[1][1]) or (sides[1][0] and sides[0][1]):
                 return found(f"{fn.name}: the item's sequence is counted from a prefix sum of loaded lengths",
                              Span(c.line, c.end_line, "item -> sequence"), 0.8)
+        lp = _token_chunk_loop(fl, fn)
+        if lp is not None:
+            return found(f"{fn.name}: a grid axis picks a fixed-size token chunk of the sequence (loop at line "
+                         f"{lp.line} bounded by the loaded length)", span(lp, "chunk loop"), 0.7)
     return missing("programs index sequences directly (no work list, no prefix-sum plan)", confidence=0.75)
+
+
+def _token_chunk_loop(fl: Flow, fn: Function):
+    """A loop over a program's chunk of tokens whose start is a program-id index times a compile-time chunk size
+    (``start = blockIdx.z * PARTITION``) and whose stop reads a loaded length (``min(ctx, start + PARTITION)``):
+    fixed-size chunks, so a long sequence gets proportionally more programs (a fixed split count, ``split *
+    cdiv(ctx, S)``, has a run-time chunk and does not count)."""
+
+    def chunk_start(e: Expr, depth: int = 0) -> bool:
+        if depth > 4:
+            return False
+        if e.kind == "cast" and e.args:  # const int start = ...: a declaration's conversion
+            return chunk_start(e.args[0], depth + 1)
+        if e.kind == "bin" and e.op == "*" and len(e.args) == 2:
+            for a, b in (e.args, e.args[::-1]):
+                if fl.pid_derived(a, fn) and (fl.fold(b, fn) is not None or fl.is_constexpr(b, fn)):
+                    return True
+        if e.kind == "bin" and e.op == "+":
+            return any(chunk_start(x, depth + 1) for x in e.args)
+        if e.kind == "name":
+            defs = fn.defs().get(e.op, [])
+            return bool(defs) and all(chunk_start(d.value, depth + 1) for d in defs)
+        return False
+
+    for lp in fn.loops:
+        if lp.start is None or lp.stop is None or not chunk_start(lp.start):
+            continue
+        if any(is_global_load(n, fn) for n in value_nodes(lp.stop, fn, 5)):
+            return lp
+    return None
 
 
 @check("partials_merged")
@@ -222,15 +259,17 @@ def bound_test_in_loop(facts: Facts, lang: str) -> CheckResult:
 
 
 @check("widened_index_product")
-def widened_index_product(facts: Facts, lang: str) -> CheckResult:
+def widened_index_product(facts: Facts, lang: str, *, inputs: list[int] | None = None) -> CheckResult:
     """Every product of an index read from memory (a page id, a sequence id; in CUDA also one staged in shared
     memory) with a run-time stride, in the address of a load, is formed in 64 bits: the index is converted to
     int64 before the multiply (``pages.to(tl.int64) * stride``, ``(int64_t)page * page_stride``). A
-    cast after an int32 product, or none, fails; so does a kernel with no such product."""
+    cast after an int32 product, or none, fails; so does a kernel with no such product. ``inputs``: only loads of
+    those inputs of ``kernel(...)`` (the K/V cache) are judged, not a block-table row ``seq * max_pages``."""
     fl = flow(facts)
     widened: list[Expr] = []
     for fn in code(facts, lang):
         shared = shared_names(facts, fn) if fn.lang == "cuda" else set()
+        judged = set().union(*(_input_params(fl, facts, fn, i) for i in inputs)) if inputs else None
 
         def index(e: Expr, depth: int = 0, wide: bool = False) -> tuple[bool, bool]:
             """(is a value read from memory as such, converted to int64 on the way)."""
@@ -241,6 +280,9 @@ def widened_index_product(facts: Facts, lang: str) -> CheckResult:
                 return True, wide
             if e.kind == "cast" and e.args:
                 return index(e.args[0], depth + 1, wide or e.op == "int64")
+            if e.kind == "sub" and len(e.args) >= 2 and all(i.kind == "const" and i.value is None or i.kind == "other"
+                                                            for i in e.args[1:]):
+                return index(e.args[0], depth + 1, wide)  # pages.to(tl.int64)[:, None]: a broadcast view
             if e.kind == "name":
                 hits = [index(a.value, depth + 1, wide) for a in fn.defs().get(e.op, [])
                         if not (a.value.kind == "other" and a.value.op == "loop-var")]
@@ -249,9 +291,9 @@ def widened_index_product(facts: Facts, lang: str) -> CheckResult:
                     return True, all(w for _, w in hits)
             return False, False
 
-        for c, _ in _loads(fl, fn):
+        for c, bases in _loads(fl, fn):
             addr = access_base(c)
-            if addr is None:
+            if addr is None or (judged is not None and not (bases & judged)):
                 continue
             for n in value_nodes(addr, fn, 4, opaque_loads=True):
                 if n.kind != "bin" or n.op != "*" or len(n.args) != 2:
@@ -293,7 +335,8 @@ def _live(x: Call, fn: Function) -> bool:
 @check("tail_only_mask")
 def tail_only_mask(facts: Facts, lang: str) -> CheckResult:
     """The loop that carries an online softmax loads its tiles without masks, and the bound is enforced only on a
-    peeled tail: a masked load of the same data outside that loop. Branches on compile-time flags bound to
+    peeled tail: a masked load of the same data outside that loop, or, inside it, under a uniform branch on the
+    loop position (``if n0 + BLOCK_N <= hi:`` unmasked loads, ``else:`` masked ones). Branches on compile-time flags bound to
     constants (an inlined ``MASKED=False``) are resolved, so a flag that is always true masks every tile."""
     fl = flow(facts)
     for fn in code(facts, "triton"):
@@ -302,7 +345,14 @@ def tail_only_mask(facts: Facts, lang: str) -> CheckResult:
             if online(fl, fn, lp) is None:
                 continue
             inside = [(c, b) for c, b in loads if lp.id in c.loops]
-            if not inside or any(_masked_load(c) for c, _ in inside):
+            masked = [c for c, _ in inside if _masked_load(c)]
+            if inside and masked and all(_tile_branch(fn, c, lp) for c in masked):
+                plain = {x for c, b in inside if not _masked_load(c) for x in b}
+                if plain & {x for c, b in inside if c in masked for x in b}:
+                    return found(f"{fn.name}: the loop at line {lp.line} masks only the tile that reaches the bound "
+                                 f"(a branch on the loop position at line {masked[0].line})",
+                                 [span(lp, "loop"), span(masked[0], "masked last tile")], 0.75)
+            if not inside or masked:
                 continue
             bases = {x for _, b in inside for x in b}
             tails = [c for c, b in loads if lp.id not in c.loops and _masked_load(c) and b & bases]
@@ -310,6 +360,14 @@ def tail_only_mask(facts: Facts, lang: str) -> CheckResult:
                 return found(f"{fn.name}: unmasked tiles in the loop at line {lp.line}, masked tail at line "
                              f"{tails[0].line}", [span(lp, "unmasked loop"), span(tails[0], "masked tail")], 0.8)
     return missing("no online-softmax loop with unmasked tiles and a masked tail", confidence=0.75)
+
+
+def _tile_branch(fn: Function, c: Call, lp) -> bool:
+    """Is call ``c`` under a branch, inside ``lp``, that reads the loop position (``if n0 + BLOCK_N > hi:``): a
+    uniform per-tile condition, not a per-element mask?"""
+    own = [g for g in c.guards if lp.var is not None and (lp.var in g.names() or any(
+        lp.id in a.loops for n in g.names() for a in fn.defs().get(n, [])))]
+    return bool(own)
 
 
 def _masked_load(c: Call) -> bool:
@@ -346,3 +404,70 @@ def pipelined_gather_loop(facts: Facts, lang: str, *, min_stages: int = 2) -> Ch
                     return found(f"{fn.name}: the {max(vals)}-stage loop at line {lp.line} loads indices and gathers "
                                  f"through them", [span(lp, "pipelined loop"), span(c, "gather")], 0.8)
     return missing(f"no loop with num_stages >= {min_stages} gathers through indices it loads", confidence=0.75)
+
+
+def _input_params(fl: Flow, facts: Facts, fn: Function, index: int) -> set[str]:
+    return entry_params(fl, facts, fn, index) | set(input_params_with_methods(fl, facts, fn, index))
+
+
+def _head_rows(fl: Flow, addr: Expr, fn: Function) -> Expr | None:
+    """A broadcast row index of ``addr`` built from an ``arange`` and scaled by a non-zero stride (``(b * HQ +
+    kvh * G + tl.arange(0, G_PAD))[:, None] * D``): several query rows per program. ``rows[:, None] * 0`` (one
+    real row, the rest padding) does not count."""
+    for n, f, _ in fl.walk(addr, fn, depth=6):
+        if f is not fn or n.kind != "bin" or n.op != "*" or len(n.args) != 2:
+            continue
+        for x, k in (n.args, n.args[::-1]):
+            if x.kind == "sub" and len(x.args) >= 3 and any(i.kind == "const" and i.value is None for i in x.args[1:]) \
+                    and _has_arange(fl, x.args[0], fn) and fl.fold(k, fn) != 0:
+                return n
+    return None
+
+
+@check("kv_shared_by_query_heads")
+def kv_shared_by_query_heads(facts: Facts, lang: str) -> CheckResult:
+    """One program serves the query heads of a KV head, so each gathered K/V row is read once for all of them.
+    Triton: the queries (input 0) are loaded as a tile whose broadcast row index is an ``arange`` over heads
+    scaled by the head stride (``(kvh * G + tl.arange(0, G_PAD))[:, None] * D``), in a kernel that streams K
+    tiles in a loop (the cache, input 1, or a gathered copy of it), whatever computes the scores (``tl.dot`` or a broadcast multiply and ``tl.sum``). A padded
+    tile with one real row (``rows[:, None] * 0``) does not count. CUDA: a K-cache load whose value is read inside a
+    loop nested in the load's loop, over the heads of the group (it indexes the on-chip queries, ``qs[g][...]``,
+    by its variable), with no K-cache load inside that head loop."""
+    fl = flow(facts)
+    for fn in code(facts, lang):
+        qp, kp = _input_params(fl, facts, fn, 0), _input_params(fl, facts, fn, 1)
+        loads = [(c, b) for c, b in _loads(fl, fn)]
+        k_loads = [c for c, b in loads if b & kp]
+        if fn.lang == "py":
+            # the K tiles: the cache itself, or a gathered copy of it, streamed in a loop
+            k_loads = k_loads or [c for c, b in loads if c.loops and b and not (b & qp)]
+            if not k_loads:
+                continue
+            for c, b in loads:
+                addr = access_base(c)
+                if b & qp and addr is not None and (rows := _head_rows(fl, addr, fn)) is not None:
+                    return found(f"{fn.name} loads the group's query heads as one tile", [span(c, "query heads"),
+                                                                                         span(k_loads[0], "K tile")],
+                                 0.8)
+            continue
+        q_loads = [c for c, b in loads if b & qp]
+        def reads(a, cs):
+            return any(any(n is c.expr for n, _, _ in fl.walk(a.value, fn, depth=4)) for c in cs)
+
+        q_arrays = {t for a in fn.assigns for t in a.targets if reads(a, q_loads) and not reads(a, k_loads)}
+        for lp in fn.loops:
+            inside = [a for a in fn.assigns if lp.id in a.loops]
+            per_head = lp.var is not None and any(  # qs[g][...]: the queries held on chip, indexed by the head
+                n.kind == "sub" and n.args and n.args[0].kind == "name" and n.args[0].op in q_arrays
+                and any(lp.var in i.names() for i in n.args[1:]) for a in inside for n in a.value.walk())
+            if not per_head:
+                continue
+            if any(lp.id in c.loops for c in k_loads):
+                continue
+            for c in k_loads:
+                if lp.parent is None or lp.parent not in c.loops:
+                    continue
+                if any(any(n is c.expr for n, _, _ in fl.walk(a.value, fn, depth=5)) for a in inside):
+                    return found(f"{fn.name} reads each K row once for every query head of the group (loop at line "
+                                 f"{lp.line})", [span(c, "one load"), span(lp, "loop over heads")], 0.75)
+    return missing("no program serves several query heads from one K/V load", confidence=0.7)
