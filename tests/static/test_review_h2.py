@@ -132,10 +132,11 @@ CASES = [
 @cache
 def _verdicts(rel: str) -> tuple[dict[str, str], dict[str, str]]:
     corpus, task, name = rel.split("/", 2)
-    rubric = Suite(ROOT).load_rubric(task)
+    suite = Suite(ROOT)
+    rubric = suite.load_rubric(task)
     labels = load_labels(HERE / corpus / task, rubric)[name]
     path = HERE / rel
-    fg = grade_file(rubric, path / "kernel.py" if path.is_dir() else path)
+    fg = grade_file(rubric, path / "kernel.py" if path.is_dir() else path, task=suite.load_task(task))
     assert not fg.error, fg.error
     return labels, {g.property_id: g.verdict for g in fg.properties}
 
