@@ -164,3 +164,45 @@ def test_every_review_task_has_a_case():
     tasks = {c[1].split("/")[1] for c in CASES if c[1].startswith("review/")}
     assert tasks == {"gemm_bias_act", "gemm_splitk", "gemm_fp8_blockwise", "grouped_gemm_moe", "conv2d_implicit_gemm",
                      "flash_attention_fwd", "paged_attention_decode"}
+
+
+_CHUNKED = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gemv(a_ptr, b_ptr, c_ptr, M, N, K, k0, BN: tl.constexpr, BK: tl.constexpr):
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    for m in range(0, M):
+        acc = tl.zeros((BN,), dtype=tl.float32)
+        for k in range(k0, K, BK):
+            kk = k + tl.arange(0, BK)
+            b = tl.load(b_ptr + n[:, None] * K + kk[None, :], eviction_policy="evict_first")
+            a = tl.load(a_ptr + m * K + kk)
+            acc += tl.sum(b * a[None, :], axis=1)
+        tl.atomic_add(c_ptr + m * N + n, acc)
+
+
+def kernel(A, B):
+    M, K = A.shape
+    N = B.shape[0]
+    C = torch.zeros((M, N), device=A.device, dtype=torch.float32)
+    for s in range(4):
+        _gemv[(triton.cdiv(N, 64),)](A, B, C, M, N, K, s * (K // 4), BN=64, BK=128)
+    return C.to(A.dtype)
+'''
+
+
+def test_a_host_loop_over_k_slices_is_not_a_per_chunk_relaunch(tmp_path):
+    """``weights_read_once`` refuses the kernel launched once per chunk of rows with the same weights
+    (``cuda_gemv_splitk.py``), not a host loop whose launches take the whole rows input and different K offsets."""
+    from d2kgrade.static import extract_facts
+    from d2kgrade.static.checks.tasks.gemm_splitk import _relaunched_per_chunk
+
+    f = tmp_path / "k.py"
+    f.write_text(_CHUNKED)
+    assert _relaunched_per_chunk(extract_facts(f), 1) is None
+    chunked = extract_facts(HERE / "review/gemm_splitk/cuda_gemv_splitk.py")
+    assert _relaunched_per_chunk(chunked, 1) is not None

@@ -41,9 +41,10 @@ def weights_read_once(facts: Facts, lang: str, *, input_index: int = 1, rows_ind
     tile, or a size taken from M); and the weights are spread over many programs: a weight tile no wider than
     ``max_bn`` rows, or K split across programs. CUDA: the weight loads change across every enclosing loop. An
     entry that calls the kernel once per chunk of rows (``torch.cat([ext.gemv(A[i:i + 4], B) for i in ...])``,
-    or a host loop) passing the same weights each time streams them once per chunk and fails."""
+    or a host loop), passing a slice of the rows and the same weights each time, streams them once per chunk and
+    fails."""
     fl = flow(facts)
-    chunked = _relaunched_per_chunk(facts, input_index)
+    chunked = _relaunched_per_chunk(facts, input_index, rows_index)
     if chunked is not None:
         return missing(f"the entry runs the kernel once per chunk of rows with the same weights (line "
                        f"{chunked.line}): the weights are streamed once per chunk", confidence=0.7)
@@ -97,14 +98,14 @@ def weights_read_once(facts: Facts, lang: str, *, input_index: int = 1, rows_ind
     return missing(reason, confidence=0.7)
 
 
-def _relaunched_per_chunk(facts: Facts, input_index: int) -> Expr | None:
-    """A call in the entry that passes the entry's weight parameter unchanged while sitting in a host loop or a
-    comprehension over chunks (``[ext.gemv(A[i:i + 4], B) for i in range(0, M, 4)]``): the kernel it runs reads
-    the whole weight tensor once per iteration."""
+def _relaunched_per_chunk(facts: Facts, input_index: int, rows_index: int = 0) -> Expr | None:
+    """A call in the entry that passes the entry's weight parameter unchanged and a slice of its rows input while
+    sitting in a host loop or a comprehension over chunks (``[ext.gemv(A[i:i + 4], B) for i in range(0, M, 4)]``):
+    the kernel it runs reads the whole weight tensor once per chunk of rows."""
     entry = facts.functions.get("kernel")
-    if entry is None or input_index >= len(entry.params):
+    if entry is None or max(input_index, rows_index) >= len(entry.params):
         return None
-    w = entry.params[input_index]
+    w, a_in = entry.params[input_index], entry.params[rows_index]
     roots = [a.value for a in entry.assigns] + list(entry.returns) + [c.expr for c in entry.calls if c.loops]
     for root in roots:
         comps = [n for n in root.walk() if n.kind == "other" and n.op == "comprehension" and n.args]
@@ -114,7 +115,9 @@ def _relaunched_per_chunk(facts: Facts, input_index: int) -> Expr | None:
         for el in elems:
             for n in el.walk():
                 if n.kind == "call" and not n.op.startswith("torch.") and any(
-                        a.kind == "name" and a.op == w for a in n.args):
+                        a.kind == "name" and a.op == w for a in n.args) and any(
+                        a.kind == "sub" and a.args and a.args[0].kind == "name" and a.args[0].op == a_in
+                        for a in n.args):
                     return n
     return None
 
