@@ -1,8 +1,9 @@
 """Calibrate the fusion rule: per-property reliability of static analysis and of the judge, from hand labels.
 
-Static analysis: the first-pass confusion counts of the held-out corpus (``wild.first_pass`` of
-``benchmarks/data/static_accuracy.json``, written by ``python benchmarks/static_accuracy.py --corpus wild --stage
-first_pass`` before any check was tuned on it). The judge: ``--judge-grades FILE.jsonl`` (FileGrades of a judge
+Static analysis: the first-pass confusion counts of the held-out corpora (``wild.first_pass`` and
+``review.first_pass`` of ``benchmarks/data/static_accuracy.json``, written by ``python benchmarks/static_accuracy.py
+--corpus wild|review --stage first_pass`` before any check was tuned on them; their tasks are disjoint, so each
+property's counts come from one of them). The judge: ``--judge-grades FILE.jsonl`` (FileGrades of a judge
 run over the labelled corpora, ``item`` or ``file`` naming the variant) when a run exists; else the stated prior of
 :data:`d2kgrade.judge.calibration.JUDGE_PRIOR`. Writes ``d2kgrade/judge/calibration.json`` (shipped with the
 package, read by the fusion rule) and prints the table.
@@ -32,7 +33,10 @@ from d2kgrade.judge.calibration import (
 from d2kgrade.static.corpus import load_labels
 from d2kgrade.suite import Suite
 
-CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild"}
+CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild",
+           "review": ROOT / "tests" / "static" / "review"}
+HELD_OUT = ("wild", "review")
+"""The corpora whose first pass measures the static rater (labelled before any check was tuned on them)."""
 
 
 def judge_counts(path: Path, suite: Suite) -> dict[str, Counts]:
@@ -65,14 +69,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "d2kgrade" / "judge" / "calibration.json")
     args = ap.parse_args()
     acc = json.loads(args.accuracy.read_text())
-    first = acc.get("wild", {}).get("first_pass")
-    if first is None:
-        raise SystemExit(f"{args.accuracy}: no wild.first_pass entry (run benchmarks/static_accuracy.py --corpus wild "
-                         "--stage first_pass on a rater not yet tuned to the wild corpus)")
-    s_counts = counts_from_accuracy(first)
-    static, s_default = calibrate_rater(s_counts, (0.85, 0.85), "wild first pass")
+    firsts = {name: acc[name]["first_pass"] for name in HELD_OUT if acc.get(name, {}).get("first_pass")}
+    if not firsts:
+        raise SystemExit(f"{args.accuracy}: no wild.first_pass or review.first_pass entry (run "
+                         "benchmarks/static_accuracy.py --corpus wild --stage first_pass on a rater not yet tuned to "
+                         "that corpus)")
+    s_counts: dict[str, Counts] = {}
+    for first in firsts.values():
+        s_counts.update(counts_from_accuracy(first))
+    static, s_default = calibrate_rater(s_counts, (0.85, 0.85), " + ".join(f"{n} first pass" for n in firsts))
     n_static = sum(c.tp + c.fn + c.tn + c.fp for c in s_counts.values())
-    sources = {"static": f"wild corpus first pass ({first.get('date', '?')}, {n_static} labelled verdicts)"}
+    sources = {"static": " + ".join(f"{n} corpus first pass ({f.get('date', '?')})" for n, f in firsts.items())
+               + f", {n_static} labelled verdicts"}
     if args.judge_grades is not None:
         j_counts = judge_counts(args.judge_grades, Suite(ROOT))
         judge, j_default = calibrate_rater(j_counts, JUDGE_PRIOR, "measured judge")
