@@ -57,6 +57,17 @@ run_ablation() {
   step ablation "$(limit ablation 3600)" python3 benchmarks/ablate_references.py --out "$D/ablation_h200.json" \
     --jsonl "$D/ablations.jsonl" ${ABLATE_BUDGET_S:+--budget-s $ABLATE_BUDGET_S} ${ABLATE_TASKS:+--tasks $ABLATE_TASKS}
 }
+# tolerance (issue 22 point 5; not in the default round: STEPS=tolerance): gemm_bf16 down_proj_long_k on the timed
+# rotations of 256 evaluator seeds (4 sets each: 1024 draws, 256 per distribution), cuBLAS and the expert against the
+# float64 oracle, to tolerance_down_proj_h200.json (copy it to benchmarks/data/). Time: the oracle is
+# 2*4096*8192*28672 = 1.92 TFLOP in fp64, >= 29 ms at the H200's 67 TFLOP/s fp64 tensor-core peak; a whole draw took
+# 0.052 s in the committed audit (oracle, both GEMMs at ~2.5 ms, both comparisons; tolerance_audit_h200.json) and the
+# per-element statistics add ~15 float64 passes over 33.5M elements (~1 ms), so ~0.06 s a draw: ~65 s for 1024,
+# plus ~30 s of start-up and autotuning. --no-isolate: the JSON is rewritten every 10 s, so a cut step keeps its draws.
+run_tolerance() {
+  step tolerance "$(limit tolerance 300)" python3 benchmarks/tolerance_audit.py --no-isolate --tasks gemm_bf16 \
+    --workloads down_proj_long_k --seeds "${TOLERANCE_SEEDS:-0:256}" --out "$D/tolerance_down_proj_h200.json"
+}
 for name in ${STEPS:-$DEFAULT_STEPS}; do
   if declare -F "run_$name" >/dev/null; then
     "run_$name"
