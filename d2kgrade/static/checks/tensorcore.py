@@ -10,6 +10,7 @@ from d2kgrade.static.ir import Expr, Function
 from d2kgrade.static.lower import dtype_of
 from d2kgrade.static.patterns.mma import cta_tile, mma_calls, mma_values
 from d2kgrade.static.patterns.names import CP_ASYNC, CUDA_MMA_ASM, CUDA_MMA_CALLS, DOTS
+from d2kgrade.static.patterns.roles import input_params_with_methods
 from d2kgrade.static.registry import CheckResult, Span, check, found, missing
 
 
@@ -174,12 +175,11 @@ def dot_first_operand_from(facts: Facts, lang: str, *, input_index: int = 1) -> 
         for c in fn.calls:
             if c.name not in DOTS or not c.expr.args:
                 continue
+            wanted = set(input_params_with_methods(fl, facts, fn, input_index))
             for n, f, _ in fl.walk(c.expr.args[0], fn, depth=4):
                 if n.kind == "call" and n.op in ("tl.load", ".load") and f is fn:
                     ptr = n.kw("pointer", 0) if n.op == "tl.load" else n.recv
-                    for b in (fl.bases(ptr, fn) if ptr is not None else set()):
-                        for src, caller in fl.param_sources(fn, b):
-                            if any(x.kind == "name" and x.op == target for x, _, _ in fl.walk(src, caller, depth=6)):
-                                return found(f"tl.dot in {fn.name} takes {target} as its first operand",
-                                             span(c, "swapped operands"), 0.75)
+                    if ptr is not None and fl.bases(ptr, fn) & wanted:
+                        return found(f"tl.dot in {fn.name} takes {target} as its first operand",
+                                     span(c, "swapped operands"), 0.75)
     return missing(f"no tl.dot whose first operand comes from {target}", confidence=0.7)
