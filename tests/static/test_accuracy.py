@@ -65,3 +65,38 @@ def test_wild_corpus_accuracy(task_id):
     right = sum(d["tp"] + d["tn"] for d in res["levels"].values())
     total = sum(d["n"] for d in res["levels"].values())
     assert right / total >= 0.95, [e for d in res["properties"].values() for e in d["errors"]]
+
+
+REVIEW = Path(__file__).resolve().parent / "review"
+REVIEW_TASKS = sorted(p.name for p in REVIEW.iterdir() if (p / "labels.yaml").is_file())
+
+
+def test_review_corpus_covers_the_other_tasks_and_its_first_pass_is_kept():
+    """The review corpus holds the tasks the wild corpus does not (together: every task of the suite), with a CUDA
+    variant each, and its first pass (the rater frozen before any check was changed for it) stays recorded beside
+    the final figure, on the same labels."""
+    import json
+
+    suite = Suite(ROOT)
+    assert set(REVIEW_TASKS) | set(WILD_TASKS) == set(suite.task_ids) and not set(REVIEW_TASKS) & set(WILD_TASKS)
+    n = 0
+    for t in REVIEW_TASKS:
+        labels = load_labels(REVIEW / t, suite.load_rubric(t))
+        assert len(labels) >= 4, t
+        assert any(name.endswith(".cu") or "load_inline" in (REVIEW / t / name).read_text() for name in labels), t
+        n += sum(len(v) for v in labels.values())
+    data = json.loads((ROOT / "benchmarks" / "data" / "static_accuracy.json").read_text())["review"]
+    first, final = data["first_pass"]["summary"]["all"], data["final"]["summary"]["all"]
+    assert first["n"] == final["n"] == n
+    assert first["accuracy"] < final["accuracy"]
+    for name in ("review_h2.txt", "review_h3.txt", "review_h4.txt"):
+        assert (ROOT / "benchmarks" / "data" / "static_first_pass" / name).read_text().startswith("# first pass")
+
+
+@pytest.mark.parametrize("task_id", REVIEW_TASKS)
+def test_review_corpus_accuracy(task_id):
+    """A regression guard on the (now tuned) review corpus: every property at least 0.9."""
+    suite = Suite(ROOT)
+    res = evaluate(REVIEW / task_id, suite.load_rubric(task_id), suite.load_task(task_id))
+    low = {pid: d["errors"] for pid, d in res["properties"].items() if (d["accuracy"] or 0) < MIN_ACCURACY}
+    assert not low, low
