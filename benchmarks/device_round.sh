@@ -9,7 +9,9 @@
 #   references_candidates.json    every reference, every candidate (compile max-autotune too), this evaluator
 #   timing_repeat_h200.json       5 evaluations of 10 tasks: spread of the medians, kernel and every candidate
 #   ablation_h200.json            d2kgrade ablate on the references (benchmarks/ablate_references.py)
-# STEPS names the steps, run in the order named (default: gpu_tests references repeat ablation); LIMIT_<step>
+#   floors_h200.json              primitive rates and both floors of topk, histogram, spmv_csr, selective_scan
+#                                 (benchmarks/floor_microbench.py; copy its derived floors into the cost models)
+# STEPS names the steps, run in the order named (default: gpu_tests references repeat ablation floors); LIMIT_<step>
 # overrides a step's time limit, REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of
 # the references step, REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the references ablated, ABLATE_BUDGET_S
 # stops the ablation between references. Keep the device calls back to back: a machine left idle
@@ -37,7 +39,7 @@ limit() { local v="LIMIT_$1"; echo "${!v:-$2}"; }   # LIMIT_<step>=seconds overr
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$D/status" 2>&1
 # One function per step; STEPS runs them in the order it names them (round 10 lost its ablation to a fixed order).
 # A new step: a function run_<name> and, if it belongs to the default round, its name in DEFAULT_STEPS.
-DEFAULT_STEPS="gpu_tests references repeat ablation"
+DEFAULT_STEPS="gpu_tests references repeat ablation floors"
 # Only the folders with GPU tests (others import packages the H200 image lacks: round 9 lost its step to that),
 # and -v, so a step cut at its limit still names the tests that ran.
 run_gpu_tests() {
@@ -67,6 +69,9 @@ run_ablation() {
 run_tolerance() {
   step tolerance "$(limit tolerance 300)" python3 benchmarks/tolerance_audit.py --no-isolate --tasks gemm_bf16 \
     --workloads down_proj_long_k --seeds "${TOLERANCE_SEEDS:-0:256}" --out "$D/tolerance_down_proj_h200.json"
+}
+run_floors() {
+  step floors "$(limit floors 900)" python3 benchmarks/floor_microbench.py --out "$D/floors_h200.json"
 }
 for name in ${STEPS:-$DEFAULT_STEPS}; do
   if declare -F "run_$name" >/dev/null; then

@@ -114,6 +114,71 @@ class Workload(Model):
         return v
 
 
+FLOOR_RESOURCES: dict[str, str] = {
+    "histogram_updates": "keys counted per second by the fastest histogram mechanism measured for the workload's "
+                         "bins and key distribution (tl.histogram privatized per program, or relaxed global atomics)",
+    "two_pass_bytes": "bytes per second of a row-wise two-pass read (the second pass from L2 where rows fit) of the "
+                      "workload's [rows, cols] shape and dtype",
+    "gathers": "dependent gathers per second: an int32 index stream, then a 4-byte load at each index, for the "
+               "workload's table size and index pattern",
+    "scan_steps": "steps per second of the minimal selective-scan recurrence body (FMUL, MUFU.EX2, FMA, FMUL, FMA per "
+                  "(t, d, n)) with enough independent chains to fill the GPU",
+    "lane_ops": "independent fp32 FMA lane operations per second at full occupancy (the issue rate of simple ALU ops)",
+}
+"""Rates a derived floor can divide by; ``benchmarks/floor_microbench.py`` measures each per workload."""
+
+
+class FloorTerm(Model):
+    """One resource a kernel cannot avoid: how much of it a call needs (a formula per workload)."""
+
+    resource: str
+    """One of :data:`FLOOR_RESOURCES`: the measured rate this count is divided by."""
+    count: str
+    """Units of the resource one call needs (a formula over the parameters, ``elt`` and derived values)."""
+    why: str
+    """Why every kernel the guidance admits needs at least this much of it."""
+
+    @field_validator("resource")
+    @classmethod
+    def _known_resource(cls, v: str) -> str:
+        if v not in FLOOR_RESOURCES:
+            raise ValueError(f"unknown floor resource {v!r}; expected one of {sorted(FLOOR_RESOURCES)}")
+        return v
+
+    @field_validator("count")
+    @classmethod
+    def _count_parses(cls, v: str) -> str:
+        formulas.parse(v)
+        return v
+
+
+class DerivedFloor(Model):
+    """A lower bound from the algorithm the guidance names: ``max(roofline floor, max_i count_i / rate_i)``, each
+    rate measured on the GPU for the workload by ``benchmarks/floor_microbench.py``."""
+
+    terms: list[FloorTerm] = Field(min_length=1)
+    """The resources each call needs beyond the roofline's bytes, flops and MUFU ops."""
+    why: str
+    """The derivation in words: which algorithm, which passes, why the roofline floor is out of its reach."""
+    measured: dict[str, float] | None = None
+    """The derived floor in ms per catalog workload, as measured on ``source``'s GPU; None: not measured yet."""
+    source: str | None = None
+    """The measurement file (``benchmarks/data/floors_h200.json``) that ``measured`` comes from."""
+
+    @model_validator(mode="after")
+    def _measured_has_source(self) -> DerivedFloor:
+        if (self.measured is None) != (self.source is None):
+            raise ValueError("derived_floor: measured and source go together (both set, or both null)")
+        for name, ms in (self.measured or {}).items():
+            if not (math.isfinite(ms) and ms > 0):
+                raise ValueError(f"derived_floor.measured[{name!r}] must be a positive number of ms, got {ms}")
+        resources = [t.resource for t in self.terms]
+        dup = sorted({r for r in resources if resources.count(r) > 1})
+        if dup:
+            raise ValueError(f"derived_floor: one term per resource; repeated: {dup}")
+        return self
+
+
 class Cost(Model):
     """The cost model: formulas over a workload's parameters (and ``elt``), evaluated per workload."""
 
@@ -123,6 +188,9 @@ class Cost(Model):
     """Compulsory HBM traffic of one call: each input read once and each output written once."""
     mufu: str | None = None
     """Special-function-unit operations (ex2, lg2, rcp, rsqrt, sin/cos), where they can bound the kernel."""
+    derived_floor: DerivedFloor | None = None
+    """A tighter lower bound than the roofline floor, where the algorithm the guidance names cannot reach it (the
+    roofline floor, from ``flops``/``bytes``/``mufu``, stays the one the evaluator reports)."""
 
     @field_validator("flops", "bytes", "mufu")
     @classmethod
@@ -366,6 +434,16 @@ class Task(Model):
             raise ValueError(f"baseline names must be unique; repeated: {dup}")
         if self.baselines and "eager" not in cands:
             raise ValueError("baselines must include one named 'eager' (the paper's eager column)")
+        floor = self.cost.derived_floor
+        unknown = sorted(set((floor.measured or {}) if floor else {}) - set(wl))
+        if unknown:
+            raise ValueError(f"cost.derived_floor.measured names {unknown}, which are not catalog workloads")
+        for term in floor.terms if floor else []:
+            for w in [*self.workloads, self.smoke]:
+                undefined = sorted(formulas.names(term.count) - set(w.params) - set(self.derived) - {"elt"})
+                if undefined:
+                    raise ValueError(f"cost.derived_floor term {term.resource!r}: {undefined} not defined on workload "
+                                     f"{w.name!r} (a parameter, a derived value or elt)")
         for name in (self.hidden.vary if self.hidden else {}):
             value = self.smoke.params.get(name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -436,6 +514,13 @@ class Task(Model):
         if self.cost.mufu is not None:
             out["mufu"] = float(formulas.evaluate(self.cost.mufu, env))
         return out
+
+    def derived_floor_counts(self, workload: Workload) -> dict[str, float]:
+        """Per resource of ``cost.derived_floor``, the count one call on ``workload`` needs ({} without one)."""
+        if self.cost.derived_floor is None:
+            return {}
+        env = self.env(workload)
+        return {t.resource: float(formulas.evaluate(t.count, env)) for t in self.cost.derived_floor.terms}
 
     def tolerance_for(self, dtype: str) -> tuple[float, float]:
         """``(atol, rtol)`` for outputs stored as ``dtype``; integers default to exact."""
