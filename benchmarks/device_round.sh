@@ -13,9 +13,10 @@
 #                                 (benchmarks/floor_microbench.py; copy its derived floors into the cost models)
 # STEPS names the steps, run in the order named (default: gpu_tests references repeat ablation floors); LIMIT_<step>
 # overrides a step's time limit, REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of
-# the references step, REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the references ablated, ABLATE_BUDGET_S
-# stops the ablation between references. Keep the device calls back to back: a machine left idle
-# for 30 s is given back with the round's files (round 9 lost two thirds of its budget so).
+# the references step, GPU_TESTS_K a pytest -k expression that narrows the GPU tests (round 11: the three round 10
+# did not reach: 'builds_once or memcheck or ncu_summary'), REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the
+# references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls back to back:
+# a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its budget so).
 # Round 8 (2026-12-02) measured, in 30 device
 # minutes of which ~10 went to finding the split's CUDA faults: 10 of 13 GPU tests and flash_attention_fwd's
 # candidates (one evaluation with 8 candidates: 263 s); plan ~40 minutes of device time for all of it.
@@ -44,7 +45,7 @@ DEFAULT_STEPS="gpu_tests references repeat ablation floors"
 # and -v, so a step cut at its limit still names the tests that ran.
 run_gpu_tests() {
   step gpu_tests "$(limit gpu_tests 900)" python3 -m pytest -v -m gpu tests/runner tests/runner_agent \
-    -p no:cacheprovider --timeout 300 -rA --durations=0
+    -p no:cacheprovider --timeout 300 -rA --durations=0 ${GPU_TESTS_K:+-k "$GPU_TESTS_K"}
 }
 run_references() {
   step references "$(limit references 3600)" python3 benchmarks/bench_round.py --out "$D/references_candidates.json" \
