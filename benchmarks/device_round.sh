@@ -11,7 +11,8 @@
 #   ablation_h200.json            d2kgrade ablate on the references (benchmarks/ablate_references.py)
 #   floors_h200.json              primitive rates and both floors of topk, histogram, spmv_csr, selective_scan
 #                                 (benchmarks/floor_microbench.py; copy its derived floors into the cost models)
-# STEPS names the steps, run in the order named (default: gpu_tests references repeat ablation floors); LIMIT_<step>
+#   tolerance_down_proj_h200.json gemm_bf16 down_proj_long_k over 1024 draws, cuBLAS and the expert (issue 22.5)
+# STEPS names the steps, run in the order named (default: gpu_tests tolerance floors references repeat ablation); LIMIT_<step>
 # overrides a step's time limit, REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of
 # the references step, GPU_TESTS_K a pytest -k expression that narrows the GPU tests (round 11: the three round 10
 # did not reach: 'builds_once or memcheck or ncu_summary'), REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the
@@ -40,7 +41,7 @@ limit() { local v="LIMIT_$1"; echo "${!v:-$2}"; }   # LIMIT_<step>=seconds overr
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >>"$D/status" 2>&1
 # One function per step; STEPS runs them in the order it names them (round 10 lost its ablation to a fixed order).
 # A new step: a function run_<name> and, if it belongs to the default round, its name in DEFAULT_STEPS.
-DEFAULT_STEPS="gpu_tests references repeat ablation floors"
+DEFAULT_STEPS="gpu_tests tolerance floors references repeat ablation"   # short steps first: a cut round keeps them
 # Only the folders with GPU tests (others import packages the H200 image lacks: round 9 lost its step to that),
 # and -v, so a step cut at its limit still names the tests that ran.
 run_gpu_tests() {
