@@ -12,12 +12,13 @@
 #   floors_h200.json              primitive rates and both floors of topk, histogram, spmv_csr, selective_scan
 #                                 (benchmarks/floor_microbench.py; copy its derived floors into the cost models)
 #   tolerance_down_proj_h200.json gemm_bf16 down_proj_long_k over 1024 draws, cuBLAS and the expert (issue 22.5)
-# STEPS names the steps, run in the order named (default: gpu_tests tolerance floors references repeat ablation); LIMIT_<step>
-# overrides a step's time limit, REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped candidates of
-# the references step, GPU_TESTS_K a pytest -k expression that narrows the GPU tests (round 11: the three round 10
-# did not reach: 'builds_once or memcheck or ncu_summary'), REPEAT_TASKS the repeat step's tasks, ABLATE_TASKS the
-# references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls back to back:
-# a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its budget so).
+# STEPS names the steps, run in the order named (default: gpu_tests tolerance floors references repeat ablation);
+# LIMIT_<step> overrides a step's time limit, REFERENCES_TASKS and REFERENCES_EXCLUDE name the tasks and skipped
+# candidates of the references step, GPU_TESTS_K a pytest -k expression that narrows the GPU tests (round 11: the
+# three round 10 did not reach: 'builds_once or memcheck or ncu_summary'), REPEAT_TASKS the repeat step's tasks,
+# ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
+# back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
+# budget so).
 # Round 8 (2026-12-02) measured, in 30 device
 # minutes of which ~10 went to finding the split's CUDA faults: 10 of 13 GPU tests and flash_attention_fwd's
 # candidates (one evaluation with 8 candidates: 263 s); plan ~40 minutes of device time for all of it.
