@@ -402,9 +402,18 @@ class Lowerer:
         else:
             stop = it
         var = st.target.id if isinstance(st.target, ast.Name) else None
+        elts = st.iter.elts if isinstance(st.iter, (ast.Tuple, ast.List)) and not self.f.is_device else None
         loop = Loop(self._new_id(), self.f.key, kind, var, start, stop, step, opts, line, end,
                     self.loops[-1] if self.loops else None, unroll=(kind == "tl.static_range"), guards=self.guards)
-        if var is None:
+        if elts and not any(isinstance(x, ast.Starred) for x in elts):
+            # host ``for src, dst in ((k, kc), (v, vc)):``: the target takes each element in turn, so it has one
+            # definition per element (their union, as for a two-branch assignment)
+            saved = self.loops
+            self.loops = saved if var is None else saved + (loop.id,)
+            for x in elts:
+                self.assign([st.target], x, line, line)
+            self.loops = saved
+        elif var is None:
             for t in self._targets(st.target):
                 self._assign_one(t, it, line, line, None)
         else:
