@@ -88,6 +88,24 @@ def grade_variant(rubric: Rubric, path: Path, task: Task | None = None) -> Any:
     return grade_file(rubric, path / ENTRY if path.is_dir() else path, task=task)
 
 
+def variant_verdicts(suite: Any, variant: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The hand labels and the static verdicts (graded with the task) of one labelled variant
+    ``<corpus>/<task>/<name>``: the pair a case test compares. ``suite``: a :class:`d2kgrade.suite.Suite`.
+
+    Raises:
+        SpecError: the folder's labels do not load or do not name the variant; AssertionError: the file could not
+            be analysed (a case must be gradable).
+    """
+    folder, name = variant.parent, variant.name
+    rubric, task = suite.load_rubric(folder.name), suite.load_task(folder.name)
+    labels = load_labels(folder, rubric)
+    if name not in labels:
+        raise SpecError([Problem(str(folder / "labels.yaml"), f"variants.{name}", "not labelled")])
+    fg = grade_variant(rubric, variant, task)
+    assert not fg.error, f"{variant}: {fg.error}"
+    return labels[name], {g.property_id: g.verdict for g in fg.properties}
+
+
 def load_labels(folder: Path, rubric: Rubric) -> dict[str, dict[str, str]]:
     """Labels of a corpus folder: variant file name -> property id -> ``present``/``absent``; checked against the
     rubric (every active property labelled, no unknown ids, files exist)."""

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from d2kgrade.static.corpus import load_labels
-from d2kgrade.static.grade import grade_file
+from d2kgrade.static.corpus import variant_verdicts
 from d2kgrade.suite import Suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,14 +130,7 @@ CASES = [
 
 @cache
 def _verdicts(rel: str) -> tuple[dict[str, str], dict[str, str]]:
-    corpus, task, name = rel.split("/", 2)
-    suite = Suite(ROOT)
-    rubric = suite.load_rubric(task)
-    labels = load_labels(HERE / corpus / task, rubric)[name]
-    path = HERE / rel
-    fg = grade_file(rubric, path / "kernel.py" if path.is_dir() else path, task=suite.load_task(task))
-    assert not fg.error, fg.error
-    return labels, {g.property_id: g.verdict for g in fg.properties}
+    return variant_verdicts(Suite(ROOT), HERE / rel)
 
 
 @pytest.mark.parametrize(("case", "rel", "prop", "verdict"), CASES, ids=[f"{c[1]}:{c[2]}" for c in CASES])

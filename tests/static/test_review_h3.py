@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from d2kgrade.static.corpus import load_labels
-from d2kgrade.static.grade import grade_file
+from d2kgrade.static.corpus import variant_verdicts
 from d2kgrade.suite import Suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,12 +102,7 @@ CASES = [
 @cache
 def _verdicts(rel: str) -> tuple[dict[str, str], dict[str, str]]:
     folder = CORPUS if rel.startswith("corpus:") else REVIEW
-    task, name = rel.removeprefix("corpus:").split("/", 1)
-    rubric = Suite(ROOT).load_rubric(task)
-    labels = load_labels(folder / task, rubric)[name]
-    fg = grade_file(rubric, folder / task / name)
-    assert not fg.error, fg.error
-    return labels, {g.property_id: g.verdict for g in fg.properties}
+    return variant_verdicts(Suite(ROOT), folder / rel.removeprefix("corpus:"))
 
 
 @pytest.mark.parametrize(("shape", "rel", "prop", "verdict"), CASES, ids=[f"{c[1]}:{c[2]}" for c in CASES])

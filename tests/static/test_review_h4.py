@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from d2kgrade.static.corpus import load_labels
-from d2kgrade.static.grade import grade_file
+from d2kgrade.static.corpus import variant_verdicts
 from d2kgrade.suite import Suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +87,7 @@ CASES = [
 
 @cache
 def _verdicts(rel: str) -> tuple[dict[str, str], dict[str, str]]:
-    task, name = rel.split("/", 1)
-    rubric = Suite(ROOT).load_rubric(task)
-    labels = load_labels(REVIEW / task, rubric)[name]
-    fg = grade_file(rubric, REVIEW / rel)
-    assert not fg.error, fg.error
-    return labels, {g.property_id: g.verdict for g in fg.properties}
+    return variant_verdicts(Suite(ROOT), REVIEW / rel)
 
 
 @pytest.mark.parametrize(("case", "rel", "prop", "verdict"), CASES, ids=[f"{c[1]}:{c[2]}" for c in CASES])
