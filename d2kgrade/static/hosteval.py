@@ -188,7 +188,7 @@ class Evaluator:
                     return UNKNOWN
                 q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # C truncates toward zero
                 return q if e.op == "/" else a - q * b
-            return op(a, b)
+            return _bounded(op, a, b)
         if k == "cmp":
             if e.op in ("and", "&&"):
                 return _and([v(a, d + 1) for a in e.args])
@@ -436,6 +436,31 @@ def _dtype_in(a: DType, options: tuple[Any, ...]) -> Any:
         if "fp8" in (o.name, a.name) and o.name.startswith("fp8") and a.name.startswith("fp8"):
             out = UNKNOWN
     return out
+
+
+MAX_BITS = 256
+"""Integers beyond this many bits are no size a launch condition compares with: the operators give unknown
+rather than compute them (a submission's ``(9 ** 63) ** 63 ** ...`` or ``"x" * (1 << 40)`` would otherwise hold the
+grader for minutes or exhaust its memory)."""
+
+
+def _bounded(op: Any, a: Any, b: Any) -> Any:
+    """``op(a, b)`` for numbers of at most :data:`MAX_BITS` bits whose result stays within them; sequences only
+    concatenated (``+``) within that many elements; anything else (and any arithmetic error) unknown."""
+    if isinstance(a, (str, tuple)) or isinstance(b, (str, tuple)):
+        if op is not _BINS["+"] or type(a) is not type(b) or len(a) + len(b) > MAX_BITS:
+            return UNKNOWN
+        return op(a, b)
+    for x in (a, b):
+        if isinstance(x, int) and x.bit_length() > MAX_BITS or isinstance(x, (DType, Fn)) or x is None:
+            return UNKNOWN
+    if op is _BINS["**"] and isinstance(a, int) and isinstance(b, int) and a.bit_length() * abs(b) > MAX_BITS:
+        return UNKNOWN
+    try:
+        r = op(a, b)
+    except (ArithmeticError, TypeError, ValueError):
+        return UNKNOWN
+    return UNKNOWN if isinstance(r, int) and r.bit_length() > MAX_BITS else r
 
 
 def _plain(x: Any) -> bool:

@@ -305,3 +305,29 @@ def test_cuda_host_paths_bound_through_load_inline(tmp_path, task):
     assert grade_file(r, p, task=task).properties[0].verdict == "present"
     r = Rubric.model_validate({"task": "softmax", "properties": [{**shfl, "workloads": ["rows_4k", "vocab_rows"]}]})
     assert grade_file(r, p, task=task).properties[0].verdict == "absent"
+
+
+HUGE_NUMBERS = """
+def kernel(x):
+    M, N = x.shape
+    e = ((((9 ** 63) ** 63) ** 63) ** 63) ** 63   # 2^(3.2 x 63^4) bits: computing it would hold the grader
+    y = torch.empty_like(x)
+    if e > N or "x" * (1 << 40) == "":
+        _exp2_rows[(M,)](x, y, N, BLOCK=4096)
+    else:
+        _exp_rows[(M,)](x, y, N, BLOCK=4096)
+    return y
+"""
+
+
+def test_huge_host_numbers_are_unknown_not_computed(tmp_path, task):
+    """A hostile submission's host arithmetic is not carried out beyond MAX_BITS: its condition is undecided, so
+    both launches stay counted (before the bound, grading this file ran for minutes)."""
+    from d2kgrade.static.hosteval import MAX_BITS, _bounded, _BINS
+
+    assert _bounded(_BINS["**"], 9 ** 63, 63) is UNKNOWN and _bounded(_BINS["*"], "x", 1 << 40) is UNKNOWN
+    assert _bounded(_BINS["<<"], 1, 62) == 1 << 62 and _bounded(_BINS["//"], 7, 0) is UNKNOWN
+    assert _bounded(_BINS["*"], 1 << (MAX_BITS - 1), 4) is UNKNOWN and _bounded(_BINS["+"], (1,), (2,)) == (1, 2)
+    g = grade(write(tmp_path, HUGE_NUMBERS), task)
+    assert g.verdict == "present"
+    assert all(r["counted"] for r in g.details["workloads"]["paths"]), g.details["workloads"]
