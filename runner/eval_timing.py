@@ -122,13 +122,16 @@ class Timer:
         timing message; the caller records the last as ``EvalResult.phase_detail``): where the calibration and
         timing phases go, which the message gaps alone cannot say."""
 
+    def _spend(self, step: str, seconds: float) -> None:
+        self.cost[step] = self.cost.get(step, 0.0) + seconds
+
     @contextmanager
     def _spent(self, step: str) -> Any:
         t0 = time.perf_counter()
         try:
             yield
         finally:
-            self.cost[step] = round(self.cost.get(step, 0.0) + time.perf_counter() - t0, 4)
+            self._spend(step, time.perf_counter() - t0)
 
     # ------------------------------------------------------------------------------------------ before import
 
@@ -340,8 +343,8 @@ class Timer:
         t0 = time.perf_counter()
         reply = ev.host.batch(req, timeout_s=limit)
         wall = 1e3 * (time.perf_counter() - t0)
-        self.cost["host_batch"] = round(self.cost.get("host_batch", 0.0) + wall / 1e3, 4)
-        self.cost["batches"] = self.cost.get("batches", 0) + 1
+        self._spend("host_batch", wall / 1e3)
+        self._spend("batches", 1)
         verify_ms = 0.0
         try:
             if null is None:
@@ -385,7 +388,7 @@ class Timer:
         t0 = time.perf_counter()
         ver = ev.host.verify(batch_id, key, full, last=null or not pending, timeout_s=limit)
         verify_ms = 1e3 * (time.perf_counter() - t0)
-        self.cost["host_verify"] = round(self.cost.get("host_verify", 0.0) + verify_ms / 1e3, 4)
+        self._spend("host_verify", verify_ms / 1e3)
         if len(ver.digests) != reps or any(len(d) != nout for d in ver.digests):
             if null:
                 return verify_ms
