@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.static_accuracy import CORPORA
+from benchmarks.static_accuracy import STAGED as HELD_OUT  # the corpora whose first pass measures the rater
 from d2kgrade.judge.calibration import (
     JUDGE_PRIOR,
     Calibration,
@@ -32,11 +34,6 @@ from d2kgrade.judge.calibration import (
 )
 from d2kgrade.static.corpus import load_labels
 from d2kgrade.suite import Suite
-
-CORPORA = {"corpus": ROOT / "tests" / "static" / "corpus", "wild": ROOT / "tests" / "static" / "wild",
-           "review": ROOT / "tests" / "static" / "review"}
-HELD_OUT = ("wild", "review")
-"""The corpora whose first pass measures the static rater (labelled before any check was tuned on them)."""
 
 
 def judge_counts(path: Path, suite: Suite) -> dict[str, Counts]:
