@@ -48,6 +48,27 @@ def _nvml() -> dict[str, Any]:
     return dict(zip(keys, [v.strip() for v in out.split(",")], strict=False))
 
 
+def _profile_dir(d: Path | None) -> str | None:
+    if d is None:
+        return None
+    d.mkdir(parents=True, exist_ok=True)
+    return str(d.resolve())
+
+
+def _profile_text(d: Path, name: str, top: int = 45) -> None:
+    """The evaluator's profiles not yet summarised, as text: the top functions by own and by cumulative time."""
+    import io
+    import pstats
+
+    for f in sorted(d.glob("evaluator-*.pstats")):
+        buf = io.StringIO()
+        st = pstats.Stats(str(f), stream=buf)
+        st.sort_stats("tottime").print_stats(top)
+        st.sort_stats("cumulative").print_stats(top)
+        (d / f"profile-{name}.txt").write_text(buf.getvalue())
+        f.rename(d / f"profile-{name}.pstats")
+
+
 def summarize(r: Any) -> dict[str, Any]:
     wls = []
     for w in r.workloads:
@@ -100,6 +121,9 @@ def main() -> None:
     ap.add_argument("--target-s", type=float, default=0.4)
     ap.add_argument("--live-baselines", action="store_true")
     ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--profile-dir", type=Path, default=None,
+                    help="run the evaluator under cProfile; per evaluation, its top functions to "
+                         "<dir>/profile-<task>-<i>.txt (the .pstats beside it)")
     args = ap.parse_args()
     gpu = gpu_info(0)
     doc: dict[str, Any] = {"command": " ".join(sys.argv), "date": datetime.now(timezone.utc).isoformat(),
@@ -120,8 +144,11 @@ def main() -> None:
                 r = run_evaluation(task, ROOT / "references" / task / "triton.py", device="cuda", seed=1000 + i,
                                    hidden=args.hidden, timeout_s=args.timeout_s,
                                    options=EvalOptions(candidates=tuple(names) if names is not None else None,
-                                                       target_s=args.target_s, live_baselines=live))
+                                                       target_s=args.target_s, live_baselines=live,
+                                                       profile_dir=_profile_dir(args.profile_dir)))
                 s = summarize(r)
+                if args.profile_dir:
+                    _profile_text(args.profile_dir, f"{task}-{i}")
             except Exception as exc:  # noqa: BLE001 - one task's failure is recorded, the round goes on
                 s = {"status": "error", "message": f"{type(exc).__name__}: {exc}"[:2000]}
             s["elapsed_s"] = time.time() - t0

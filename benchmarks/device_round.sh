@@ -73,6 +73,39 @@ run_tolerance() {
   step tolerance "$(limit tolerance 300)" python3 benchmarks/tolerance_audit.py --no-isolate --tasks gemm_bf16 \
     --workloads down_proj_long_k --seeds "${TOLERANCE_SEEDS:-0:256}" --out "$D/tolerance_down_proj_h200.json"
 }
+# profile: one evaluation of each of PROFILE_TASKS (default softmax) with the evaluator under cProfile
+# (bench_round.py --profile-dir): the phases, the evaluator's own split (phase_detail) and its top functions, to
+# profile_round.json and prof/profile-<task>-0.txt: where an evaluation's seconds go (issue 22 point 3).
+run_profile() {
+  step profile "$(limit profile 600)" python3 benchmarks/bench_round.py --out "$D/profile_round.json" --hidden \
+    --profile-dir "$D/prof" --tasks ${PROFILE_TASKS:-softmax}
+}
+# sanitizer_probe: only when the memcheck GPU test did not pass in this round's gpu_tests.log: which part of the
+# host's containment (environment, descriptors, uid) keeps compute-sanitizer from hearing from it.
+run_sanitizer_probe() {
+  if grep -q "test_memcheck_finds_an_out_of_bounds_store PASSED" "$D/gpu_tests.log" 2>/dev/null; then
+    echo "== sanitizer_probe skipped: memcheck passed" >>"$D/status"; return
+  fi
+  step sanitizer_probe "$(limit sanitizer_probe 400)" python3 benchmarks/sanitizer_probe.py --out "$D/sanitizer_probe.json"
+}
+# preload_probe: which of the zygote's preloaded modules (runner.worker.PRELOAD) loads the CUDA driver: on a GPU
+# every evaluation is spawned afresh instead of forked from a warm zygote (15 s of imports each, round 11).
+run_preload_probe() {
+  step preload_probe "$(limit preload_probe 120)" env PYTORCH_NVML_BASED_CUDA_CHECK=1 python3 -c '
+import importlib, time
+from runner.worker import PRELOAD
+def loaded():
+    return "libcuda.so" in open("/proc/self/maps").read()
+for name in PRELOAD:
+    t0 = time.perf_counter()
+    try:
+        importlib.import_module(name)
+        err = ""
+    except Exception as exc:
+        err = repr(exc)[:200]
+    print(f"{name:28s} {time.perf_counter() - t0:6.2f} s  libcuda={loaded()} {err}", flush=True)
+'
+}
 run_floors() {
   step floors "$(limit floors 900)" python3 benchmarks/floor_microbench.py --out "$D/floors_h200.json"
 }
@@ -83,4 +116,5 @@ for name in ${STEPS:-$DEFAULT_STEPS}; do
     echo "== $name: no such step (steps: $(declare -F | sed -n 's/^declare -f run_//p' | tr '\n' ' '))" >>"$D/status"
   fi
 done
+tar -czf "$D/round.tgz" -C "$D" --exclude round.tgz --exclude '*.pstats' . 2>/dev/null
 touch "$D/DONE"

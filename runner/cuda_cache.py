@@ -1,6 +1,7 @@
 """Builds of CUDA submissions (``torch.utils.cpp_extension.load_inline``), cached by source hash.
 
-A submission's worker gets ``TORCH_EXTENSIONS_DIR=<cache>/torch_extensions/<sha256 of the source>``: torch
+A submission's worker gets ``TORCH_EXTENSIONS_DIR=<cache>/torch_extensions/<sha256 of the source>`` (under
+:data:`FALLBACK_ROOT` when the cache folder is private to root and the host is another uid): torch
 keeps the built module there and, on an unchanged source, loads it instead of rebuilding (its own version check
 hashes the sources and flags; the per-hash folder keeps two submissions that reuse an extension name apart).
 ``TORCH_CUDA_ARCH_LIST`` is pinned to this GPU's compute capability, so a build is for one architecture (~28 s on
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import time
 from functools import lru_cache
@@ -31,9 +33,40 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
+FALLBACK_ROOT = Path("/var/tmp/d2kgrade-torch-extensions")
+"""Where the builds go when d2kgrade runs as root and its cache folder is private (``/root/.cache``: the kernel
+host, which drops to a uid of its own, could not reach a build there; round 11 on the H200 failed so)."""
+
+
+def _reachable(path: Path) -> bool:
+    """Whether another uid can traverse to ``path``: every existing folder on the way is searchable by others."""
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                return False
+    return True
+
+
+def extensions_root() -> Path:
+    """The build cache's root: ``<cache>/torch_extensions``, or :data:`FALLBACK_ROOT` when the kernel host runs as
+    another uid (d2kgrade as root) and could not reach the cache folder. The fallback must be root's and writable
+    by nobody else (in a world-writable /var/tmp, someone else's folder could hold planted builds)."""
+    root = cache_dir() / "torch_extensions"
+    if os.geteuid() != 0 or _reachable(root):
+        return root
+    FALLBACK_ROOT.mkdir(mode=0o711, parents=True, exist_ok=True)
+    st = FALLBACK_ROOT.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RuntimeError(f"{FALLBACK_ROOT}: the CUDA build cache must be a folder of root's that only root can "
+                           f"write (found uid {st.st_uid}, mode {stat.filemode(st.st_mode)}); remove it, or set "
+                           "D2KGRADE_CACHE_DIR to a folder other users can traverse")
+    os.chmod(FALLBACK_ROOT, 0o711)
+    return FALLBACK_ROOT
+
+
 def extensions_dir(source_sha: str) -> Path:
     """The persistent build folder of one source."""
-    return cache_dir() / "torch_extensions" / source_sha[:24]
+    return extensions_root() / source_sha[:24]
 
 
 def is_built(source_sha: str) -> bool:

@@ -1,7 +1,8 @@
 """The evaluator's side of timing, profiling and the op record: what it asks the host for and how it checks it.
 
 **Timed batches.** The kernel host times with CUDA events (:mod:`runner.host_timing`: rotation, L2 flush, pad,
-events, back to back). Everything else is here: the input sets are made and their references computed here;
+events, back to back). Everything else is here: the input sets are made and their references computed here (and
+handed to the host once per rotation, for all of its batches);
 the host copies each rep's outputs into evaluator-owned slots right after the call's end event, and the
 evaluator compares every one (the first output per input set with the reference in float64, the others bit for
 bit with it) before it writes the next sets. Long batches are cut into chunks of at most :data:`CHUNK_BYTES` of
@@ -117,6 +118,8 @@ class Timer:
         self.calibration: dict[str, dict[str, float]] = {}
         self.agg: dict[str, dict[str, Any]] = {}
         self._profiled: dict[str, int] = {}
+        self._sets: tuple[Any, list[list[Any]]] | None = None
+        """The rotation whose input sets are registered with the host, and their buffers per set."""
         self.cost: dict[str, float] = {}
         """The evaluator's own seconds per step, cumulative over the evaluation (sent with every calibration and
         timing message; the caller records the last as ``EvalResult.phase_detail``): where the calibration and
@@ -211,6 +214,8 @@ class Timer:
             rows.append([1.0, reps, reps * pad])
             ys.append(wall)
             verify.append(vms)
+        with self._spent("buffers"):
+            self.release_sets()
         cal = fit_calibration(np.array(rows), np.array(ys))
         cal["verify_ms"] = max(verify)
         ev.chan.send("calibration", workload=wl.name, **cal, cost=dict(self.cost))
@@ -304,29 +309,53 @@ class Timer:
 
     # ------------------------------------------------------------------------------------------ the submission
 
-    def _batch_request(self, spec: Any, rot: Any, reps: int, *, start: int, warmup_ms: float, pad_ms: float,
-                       wall_rounds: int = 0) -> tuple[dict[str, Any], list[Any], list[Any]]:
-        """Shared buffers for the sets and one ``[reps, *shape]`` slot per output, and the request using them
-        (the host unmaps them when the batch ends)."""
+    def _set_buffers(self, spec: Any, rot: Any) -> list[list[Any]]:
+        """The rotation's input sets in shared memory: written and registered (on CUDA, uploaded by the host) once,
+        for every batch of the rotation (the calibration's eight, the probe, timed and cross-check batches), so no
+        batch's wall holds their copies. A new rotation releases the last one's."""
+        if self._sets is not None and self._sets[0] is rot:
+            return self._sets[1]
+        self.release_sets()
         ev = self.ev
         huge = ev.huge(spec)
-        first = ev.new_buffers([(tuple(t.shape), t.dtype) for t in rot.contents[0]])
-        set_bufs = [first] + [[f if h else ev.new_buffers([(tuple(t.shape), t.dtype)])[0]
-                               for f, t, h in zip(first, content, huge, strict=True)] for content in rot.contents[1:]]
-        for bufs, content in zip(set_bufs, rot.contents, strict=True):
-            for b, t, h in zip(bufs, content, huge, strict=True):
-                if not h or bufs is first:
-                    b.tensor.copy_(t)
-        outs = ev.new_buffers([((reps, *spec.shapes[t.name]), spec.dtypes[t.name]) for t in ev.task.outputs])
+        first = ev.new_buffers([(tuple(t.shape), t.dtype) for t in rot.contents[0]], contents=list(rot.contents[0]))
+        set_bufs = [first]
+        for content in rot.contents[1:]:
+            own = [t for t, h in zip(content, huge, strict=True) if not h]
+            made = iter(ev.new_buffers([(tuple(t.shape), t.dtype) for t in own], contents=own) if own else [])
+            set_bufs.append([f if h else next(made) for f, h in zip(first, huge, strict=True)])
+        self._sets = (rot, set_bufs)
+        return set_bufs
+
+    def release_sets(self) -> None:
+        """The host unmaps the current rotation's input sets, and so does the evaluator."""
+        if self._sets is None:
+            return
+        bufs = list({id(b): b for bufs in self._sets[1] for b in bufs}.values())
+        self._sets = None
+        try:
+            self.ev.host.release([b.id for b in bufs])
+        finally:
+            for b in bufs:
+                b.close()
+
+    def _batch_request(self, spec: Any, rot: Any, reps: int, *, start: int, warmup_ms: float, pad_ms: float,
+                       wall_rounds: int = 0) -> tuple[dict[str, Any], list[Any]]:
+        """The rotation's set buffers, one new ``[reps, *shape]`` slot per output (the host unmaps those when the
+        batch ends), and the request using them."""
+        ev = self.ev
+        huge = ev.huge(spec)
+        set_bufs = self._set_buffers(spec, rot)
+        outs = ev.new_buffers([((reps, *spec.shapes[t.name]), spec.dtypes[t.name]) for t in ev.task.outputs],
+                              mirror=False)
         req = {"sets": [[b.id for b in bufs] for bufs in set_bufs], "outs": [b.id for b in outs], "reps": reps,
                "start": start, "scalars": spec.scalars, "warmup_ms": warmup_ms, "pad_ms": pad_ms,
-               "wall_rounds": wall_rounds, "shared": [i for i, h in enumerate(huge) if h]}
+               "wall_rounds": wall_rounds, "shared": [i for i, h in enumerate(huge) if h], "keep_sets": True}
         if any(huge):
             from runner.stats import derive_seed
 
             req["fingerprint_key"] = derive_seed(ev.seed, spec.workload.name, "batch", start, reps)
-        unique = {id(b): b for bufs in set_bufs for b in bufs}
-        return req, list(unique.values()), outs
+        return req, outs
 
     def _run_batch(self, wl: Any, spec: Any, rot: Any, reps: int, *, start: int, pad_ms: float,
                    warmup_ms: float, check: Any, wall_rounds: int = 0,
@@ -335,8 +364,8 @@ class Timer:
         timed loop and around the verify step. Every rep's outputs are checked before this returns."""
         ev = self.ev
         with self._spent("buffers"):
-            req, set_bufs, outs = self._batch_request(spec, rot, reps, start=start, warmup_ms=warmup_ms,
-                                                      pad_ms=pad_ms, wall_rounds=wall_rounds)
+            req, outs = self._batch_request(spec, rot, reps, start=start, warmup_ms=warmup_ms, pad_ms=pad_ms,
+                                            wall_rounds=wall_rounds)
         if null is not None:
             req["null"] = null
         limit = float(ev.cfg.get("stall_s") or 300.0) + 60.0
@@ -362,7 +391,7 @@ class Timer:
                 check.problems += list(reply.screened)
             verify_ms = self._verify(wl, rot, reps, start, reply.batch_id, outs, check, null is not None, limit)
         finally:
-            for b in (*set_bufs, *outs):
+            for b in outs:
                 b.close()
         return reply, wall, verify_ms
 
@@ -399,7 +428,7 @@ class Timer:
             return verify_ms
 
         def fetched(r: int) -> tuple[Any, ...]:
-            copies = tuple(o.tensor[r].clone().to(ev.device) for o in outs)
+            copies = tuple(o.tensor[r].to(ev.device, copy=True) for o in outs)  # private: what is checked
             mine = [int(fingerprint(c, key + j)) for j, c in enumerate(copies)]
             if mine != ver.digests[r]:
                 ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksum of timed call {r} does not "
@@ -476,6 +505,8 @@ class Timer:
         cross, _, _ = self._run_batch(wl, spec, rot, 0, start=start + done, pad_ms=0.0, warmup_ms=0.0,
                                       check=check, wall_rounds=rounds)
         ev._check_host("the wall-clock cross-check", wl.name)
+        with self._spent("buffers"):
+            self.release_sets()
         ev.chan.send("timing", workload=wl.name, samples=samples, batch=cross.wall or {}, sets=rot.size,
                      checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
                      clock=self._clock(wl, samples, clock, verify_ms), cost=dict(self.cost))

@@ -92,6 +92,10 @@ class EvalOptions:
     host_timing: bool = False
     """Tests only: run the timing path on a CPU with the host clock, so its plumbing is exercised without a GPU.
     The figures mean nothing and are never published."""
+    profile_dir: str | None = None
+    """Benchmarks only: the evaluator (trusted; never the kernel host) runs under ``cProfile`` and writes its
+    statistics to ``<profile_dir>/evaluator-<task>-<pid>.pstats`` (where its own seconds go, beside
+    :attr:`EvalResult.phase_detail`)."""
 
 
 def evaluate(task_id: str, submission: Path, *, suite_root: Path | None = None, device: str | None = None,
@@ -285,6 +289,7 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         "workloads": entries, "trials": opts.trials, "hidden_trials": opts.hidden_trials,
         "rotation_range": list(opts.rotation_range) if opts.rotation_range else None, "ceilings": ceilings,
         "huge_input_bytes": opts.huge_input_bytes, "stall_s": stall, "driver": gpu["driver"] if gpu else None,
+        "profile_dir": opts.profile_dir,
         "trusted_cache_dir": str(roofline.cache_dir() / "trusted"),
         "timing": {"enabled": do_timing, "target_s": opts.target_s, "min_reps": opts.min_reps,
                    "max_reps": opts.max_reps, "compile": opts.compile_baseline, "host_backend": opts.host_timing,

@@ -24,6 +24,7 @@ Per workload:
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -173,15 +174,20 @@ class Evaluator:
 
     # ------------------------------------------------------------------------------------------ buffers
 
-    def new_buffers(self, shapes_dtypes: list[tuple[tuple[int, ...], Any]]) -> list[Any]:
-        """Shared buffers, registered with the host."""
+    def new_buffers(self, shapes_dtypes: list[tuple[tuple[int, ...], Any]], *, mirror: bool = True,
+                    contents: list[Any] | None = None) -> list[Any]:
+        """Shared buffers, registered with the host. ``mirror=False``: the host makes no GPU copy (a timed batch's
+        output slots, which it fills from its own staging); ``contents``: written into the buffers before they are
+        registered, and uploaded by the host to its mirrors then (a timed batch's input sets)."""
         from runner.shm import SharedBuffer
 
         bufs = []
         for shape, dtype in shapes_dtypes:
             self._buf_id += 1
             bufs.append(SharedBuffer.create(self._buf_id, dtype, shape))
-        self.host.register(bufs)
+        for b, t in zip(bufs, contents or [], strict=False):
+            b.tensor.copy_(t)
+        self.host.register(bufs, mirror=mirror, upload=contents is not None)
         return bufs
 
     def io_buffers(self, spec: Any) -> tuple[list[Any], list[Any]]:
@@ -492,8 +498,20 @@ def _environment(device: Any) -> dict[str, Any]:
 
 
 def evaluator_main(cfg: dict[str, Any], chan: ChannelWriter, host: HostClient) -> None:
-    """Run one evaluation (the job leader's evaluator child)."""
-    Evaluator(cfg, chan, host).run()
+    """Run one evaluation (the job leader's evaluator child); under ``cProfile`` when the caller asked for a
+    profile (``cfg["profile_dir"]``, benchmarks only)."""
+    out = cfg.get("profile_dir")
+    if not out:
+        Evaluator(cfg, chan, host).run()
+        return
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        prof.runcall(Evaluator(cfg, chan, host).run)
+    finally:
+        task = str(cfg.get("task", {}).get("id", "task"))
+        prof.dump_stats(os.path.join(out, f"evaluator-{task}-{os.getpid()}.pstats"))
 
 
 __all__ = ["Evaluator", "evaluator_main", "Stop"]

@@ -116,11 +116,17 @@ class HostClient:
         return self.request({"op": "load", "source": source, "sha": sha}, "loaded",  # type: ignore[no-any-return]
                             timeout_s=timeout_s)
 
-    def register(self, buffers: list[shm.SharedBuffer]) -> None:
+    def register(self, buffers: list[shm.SharedBuffer], *, mirror: bool = True, upload: bool = False) -> None:
+        flags = {**({} if mirror else {"mirror": False}), **({"upload": True} if upload else {})}
         for start in range(0, len(buffers), 200):
             part = buffers[start:start + 200]
-            self.request({"op": "buffers", "specs": [b.spec() for b in part]}, "registered",
+            self.request({"op": "buffers", "specs": [{**b.spec(), **flags} for b in part]}, "registered",
                          fds=[b.fd for b in part])
+
+    def release(self, ids: list[int]) -> None:
+        """The host unmaps these buffers (the evaluator closes its own maps)."""
+        if ids:
+            self.request({"op": "release", "ids": ids}, "released")
 
     def call(self, args: list[int], scalars: dict[str, Any], outs: list[int], *, profile: bool = False,
              back: list[int] | None = None, fingerprint: dict[str, Any] | None = None) -> protocol.Called:

@@ -1,8 +1,9 @@
 """The kernel host's side of a timed batch (see :mod:`runner.timing` for the method, :mod:`runner.eval_timing`
 for what the evaluator checks).
 
-The evaluator hands over S input sets in shared memory and one ``[reps, *shape]`` output slot per output. The
-host uploads the sets to its device, makes S buffer sets, and queues every rep back to back: copy a set into a
+The evaluator hands over S input sets in shared memory (on CUDA uploaded to the host's device when they were
+registered, and kept for every batch of one rotation) and one ``[reps, *shape]`` output slot per output. The
+host makes S buffer sets from them, and queues every rep back to back: copy a set into a
 buffer set, flush L2, pad, event, ``kernel(...)``, event, then copy each output into its staging row on the device
 and poison the output (all queued, outside the timed region). One synchronize, and the event times go back
 (``timed``). Then the **verify** step (:func:`verify`): with a key the evaluator draws only now, the host
@@ -37,8 +38,8 @@ def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     uploaded: dict[int, Any] = {}
     for ids in req["sets"]:
         for i in ids:
-            if i not in uploaded:
-                uploaded[i] = host.buffers[i].tensor.to(dev, copy=True)
+            if i not in uploaded:  # uploaded at registration (CUDA), else copied now
+                uploaded[i] = host.mirrors[i] if i in host.mirrors else host.buffers[i].tensor.to(dev, copy=True)
     contents = [tuple(uploaded[i] for i in ids) for ids in req["sets"]]
     # A shared (huge) input is one tensor for every set, and it is its own buffer: never cloned, never copied.
     rot = Rotation(contents, [tuple(t if j in shared else t.clone() for j, t in enumerate(c)) for c in contents])
@@ -94,7 +95,8 @@ def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     samples = [s.elapsed_time(e) for s, e in events]
     if host.cfg.get("forge_events") and req.get("null") is None:  # tests: a compromised host under-reporting
         samples = [x * float(host.cfg["forge_events"]) for x in samples]
-    host.staged = (slots, staged, [i for ids in req["sets"] for i in ids])
+    # The sets stay mapped when the evaluator reuses them for its next batch (``keep_sets``; it releases them).
+    host.staged = (slots, staged, [] if req.get("keep_sets") else [i for ids in req["sets"] for i in ids])
     prints = None
     if req.get("fingerprint_key") is not None:
         from runner.huge_inputs import fingerprints
@@ -112,14 +114,13 @@ def verify(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     ``req["last"]``) release the batch's buffers."""
     import torch
 
-    from runner.huge_inputs import fingerprint
+    from runner.huge_inputs import fingerprint_rows
 
     slots, staged, set_ids = host.staged
     key = int(req["key"])
     reps = staged[0].shape[0] if staged else 0
-    digests = []
-    for r in range(reps):
-        digests.append([int(fingerprint(st[r].contiguous().clone(), key + j)) for j, st in enumerate(staged)])
+    per_output = [fingerprint_rows(st, key + j) for j, st in enumerate(staged)]
+    digests = [[col[r] for col in per_output] for r in range(reps)]
     if host.device.type == "cuda":
         for r in req.get("full", []):
             for slot, st in zip(slots, staged, strict=True):
@@ -127,11 +128,7 @@ def verify(host: Any, req: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
     if req.get("last", True):
         host.staged = None
-        for i in [*(s.id for s in slots), *set_ids]:
-            buf = host.buffers.pop(i, None)
-            host.mirrors.pop(i, None)
-            if buf is not None:
-                buf.close()
+        host._release([*(s.id for s in slots), *set_ids])
     return {"digests": digests}
 
 

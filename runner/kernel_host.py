@@ -6,11 +6,16 @@ Then it imports what the harness needs, runs a warm-up Triton kernel, installs t
 (:mod:`runner.audit`), says ``ready`` and serves the evaluator's requests, one at a time, on its socket:
 
 - ``load``: write the source into its temp folder, arm the audit hook, import it, find ``kernel``;
-- ``buffers``: map shared-memory buffers (:mod:`runner.shm`) the evaluator made (on CUDA, with a GPU mirror);
+- ``buffers``: map shared-memory buffers (:mod:`runner.shm`) the evaluator made (on CUDA, with a GPU mirror,
+  unless the spec says ``mirror: false``; ``upload: true`` copies the buffer into its mirror now: a timed batch's
+  input sets, which its batches then take from the mirror, outside their timed walls);
+- ``release``: unmap buffers (the input sets of a rotation the evaluator is done with);
 - ``call``: fill the GPU mirrors from the shared inputs (CUDA), call ``kernel`` under the always-on op recorder
   (and the profiler when asked), describe what came back, copy each declared output into the evaluator's slot,
   copy the inputs back (CUDA), reply;
-- ``batch``: event-timed calls back to back (:mod:`runner.timing`), every output copied to its slot;
+- ``batch``: event-timed calls back to back (:mod:`runner.timing`), every output staged on the device;
+- ``verify``: keyed checksums of every staged output, the rows asked for copied to the slots
+  (:mod:`runner.host_timing`);
 - ``fingerprint``: keyed checksums of huge inputs it holds;
 - ``bye``.
 
@@ -119,6 +124,9 @@ class Host:
                     self._batch(req)
                 elif op == "verify":
                     self._verify(req)
+                elif op == "release":
+                    self._release(req["ids"])
+                    self._send({"kind": "released", "ids": list(req["ids"])})
                 elif op == "fingerprint":
                     self._fingerprint(req)
                 elif op == "bye":
@@ -180,11 +188,23 @@ class Host:
             old = self.buffers.pop(spec["id"], None)
             if old is not None:
                 old.close()
+            self.mirrors.pop(spec["id"], None)
             buf = shm.SharedBuffer.attach(spec["id"], dtype_from_name(spec["dtype"]), tuple(spec["shape"]), fd)
             self.buffers[buf.id] = buf
-            if self.cuda:
+            if self.cuda and spec.get("mirror", True):
                 self.mirrors[buf.id] = self.torch.empty(buf.shape, dtype=buf.dtype, device=self.device)
+                if spec.get("upload"):
+                    self.mirrors[buf.id].copy_(buf.tensor)
+        if self.cuda:
+            self.torch.cuda.synchronize()
         self._send({"kind": "registered", "ids": [s["id"] for s in specs]})
+
+    def _release(self, ids: list[int]) -> None:
+        for i in ids:
+            buf = self.buffers.pop(i, None)
+            self.mirrors.pop(i, None)
+            if buf is not None:
+                buf.close()
 
     def _view(self, buf_id: int) -> Any:
         """What the kernel gets for a buffer: the shared tensor itself (CPU) or its GPU mirror."""

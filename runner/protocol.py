@@ -198,13 +198,21 @@ class Fingerprinted(Reply):
     values: list[int] = Field(max_length=64)
 
 
+class Released(Reply):
+    """Answer to ``release``: the buffers are unmapped."""
+
+    kind: Literal["released"]
+    ids: list[int] = Field(max_length=4096)
+
+
 class Bye(Reply):
     kind: Literal["bye"]
 
 
-AnyReply = Ready | Loaded | Registered | Called | Timed | Verified | Fingerprinted | Bye
+AnyReply = Ready | Loaded | Registered | Called | Timed | Verified | Fingerprinted | Released | Bye
 _BY_KIND: dict[str, type[Reply]] = {"ready": Ready, "loaded": Loaded, "registered": Registered, "called": Called,
-                                    "timed": Timed, "verified": Verified, "fingerprinted": Fingerprinted, "bye": Bye}
+                                    "timed": Timed, "verified": Verified, "fingerprinted": Fingerprinted,
+                                    "released": Released, "bye": Bye}
 
 
 class ProtocolError(Exception):
@@ -255,5 +263,5 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-__all__ = ["Ready", "Loaded", "Registered", "Called", "Timed", "Verified", "Fingerprinted", "Bye", "OutputInfo", "HostError",
+__all__ = ["Ready", "Loaded", "Registered", "Called", "Timed", "Verified", "Fingerprinted", "Released", "Bye", "OutputInfo", "HostError",
            "OpCounts", "KernelStat", "ProtocolError", "parse_reply", "encode", "MAX_MESSAGE", "MAX_TEXT"]

@@ -327,6 +327,8 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     try:
         if mode == "spawn":
             env = {**scrub_env(os.environ), **_device_env(spec.device), **job_env}
+            if spec.launcher:  # the leader passes what the launcher adds on to the host (runner.worker)
+                job["launcher_env"] = sorted(env)
             proc = subprocess.Popen([*spec.launcher, sys.executable, "-I", "-c", BOOT, _boot_path(), "spawn",
                                      json.dumps(job), str(cfg_r), str(res_w)],
                                     cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,

@@ -119,9 +119,32 @@ def _job_leader(job: dict[str, Any], fds: list[int]) -> None:
 
 def spawn_main(job_json: str, cfg_fd: int, res_fd: int) -> None:
     """Entry of a freshly spawned job leader (``D2KGRADE_EVAL_MODE=spawn``); the status is its exit code."""
-    status = lead(json.loads(job_json), cfg_fd, res_fd, None)
+    job = json.loads(job_json)
+    if job.get("launcher_env") is not None:
+        _inherit_launcher(job, (cfg_fd, res_fd))
+    status = lead(job, cfg_fd, res_fd, None)
     code = status.get("evaluator") or 0
     os._exit(0 if os.WIFEXITED(code) and os.WEXITSTATUS(code) == 0 else 1)
+
+
+def _inherit_launcher(job: dict[str, Any], ours: tuple[int, ...]) -> None:
+    """A leader started under a launcher (``compute-sanitizer --target-processes all``): what the launcher added
+    to the environment (its injection variables: every name the caller did not set) and the descriptors it left
+    open (its channel to the tool) go to the kernel host too, which otherwise starts from a clean environment
+    and closes every descriptor, and so would leave the tool without word from the process it is meant to check
+    (round 11: memcheck waited 300 s for a host that never reported)."""
+    given = set(job["launcher_env"])
+    job["host"]["env"].update({k: v for k, v in os.environ.items() if k not in given})
+    fds = [int(fd) for fd in os.listdir("/proc/self/fd") if fd.isdigit()]
+    job["host"]["keep_fds"] = [fd for fd in fds if fd > 2 and fd not in ours and _is_open(fd)]
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:  # the listing's own descriptor, closed by now
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------- the leader
@@ -156,11 +179,11 @@ def lead(job: dict[str, Any], cfg_r: int, res_w: int, log_fd: int | None) -> dic
     ev_sock, host_sock = shm.socket_pair()
     host_pid = os.fork()
     if host_pid == 0:
-        _host_child(host_sock, host_cfg, log_fd, keep=(host_sock.fileno(),))
+        _host_child(host_sock, host_cfg, log_fd, keep=(host_sock.fileno(), *host_cfg.get("keep_fds", [])))
     host_sock.close()
     eval_pid = os.fork()
     if eval_pid == 0:
-        _evaluator_child(cfg_r, res_w, ev_sock, host_pid, log_fd)
+        _evaluator_child(cfg_r, res_w, ev_sock, host_pid, log_fd, tuple(host_cfg.get("keep_fds", [])))
     ev_sock.close()
     for fd in (cfg_r, res_w):
         os.close(fd)
@@ -232,14 +255,16 @@ def _host_child(sock: socket.socket, host_cfg: dict[str, Any], log_fd: int | Non
             os._exit(code)
 
 
-def _evaluator_child(cfg_r: int, res_w: int, sock: socket.socket, host_pid: int, log_fd: int | None) -> None:
-    """The evaluator: the job's secrets exist only here (never returns)."""
+def _evaluator_child(cfg_r: int, res_w: int, sock: socket.socket, host_pid: int, log_fd: int | None,
+                     launcher_fds: tuple[int, ...] = ()) -> None:
+    """The evaluator: the job's secrets exist only here (never returns). ``launcher_fds``: a launcher's own
+    descriptors (see :func:`_inherit_launcher`), kept open."""
     code = 0
     chan: ChannelWriter | None = None
     try:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
-        _redirect(log_fd, keep=(cfg_r, res_w, sock.fileno()))
+        _redirect(log_fd, keep=(cfg_r, res_w, sock.fileno(), *launcher_fds))
         containment.prctl(containment.PR_SET_DUMPABLE, 0)
         containment.prctl(containment.PR_SET_PDEATHSIG, signal.SIGKILL)
         cfg = json.loads(read_all(cfg_r))

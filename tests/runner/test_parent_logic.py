@@ -161,6 +161,7 @@ def test_scrub_env_keeps_only_allowlisted_harmless_names() -> None:
 
 def test_cuda_build_cache_is_per_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("D2KGRADE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cuda_cache, "_reachable", lambda path: True)
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     cuda_cache.arch_list.cache_clear()
     a, b = cuda_cache.source_hash("src a"), cuda_cache.source_hash("src b")
@@ -173,6 +174,47 @@ def test_cuda_build_cache_is_per_source(tmp_path: Path, monkeypatch: pytest.Monk
     assert cuda_cache.is_built(a) and not cuda_cache.is_built(b)
     assert cuda_cache.prebuild("src a") == {"built": True, "cached": True, "seconds": 0.0, "log": ""}
     cuda_cache.arch_list.cache_clear()
+
+
+def test_cuda_build_cache_leaves_a_private_home_for_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root the kernel host is another uid: a build under a private cache folder (/root/.cache, mode 700) is
+    out of its reach, so the builds go to a root-owned folder it can traverse; one someone else could write to is
+    refused with a message, never used."""
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    monkeypatch.setenv("D2KGRADE_CACHE_DIR", str(private / ".cache"))
+    fallback = tmp_path / "var-tmp" / "builds"
+    monkeypatch.setattr(cuda_cache, "FALLBACK_ROOT", fallback)
+    monkeypatch.setattr(cuda_cache.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cuda_cache, "_reachable", lambda path: private not in [path, *path.parents])
+    sha = cuda_cache.source_hash("src")
+    assert cuda_cache.extensions_dir(sha) == fallback / sha[:24]
+    assert fallback.stat().st_mode & 0o777 == 0o711
+    monkeypatch.setattr(cuda_cache.os, "geteuid", lambda: 1000)  # not root: the host is the same uid
+    assert cuda_cache.extensions_dir(sha) == private / ".cache" / "torch_extensions" / sha[:24]
+    monkeypatch.setattr(cuda_cache.os, "geteuid", lambda: 0)
+    fallback.chmod(0o777)  # writable by anyone: could hold a planted build
+    with pytest.raises(RuntimeError, match="only root can write"):
+        cuda_cache.extensions_dir(sha)
+
+
+def test_private_folders_are_unreachable_for_another_uid() -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's tmp_path is itself private (0700)
+    try:
+        base.chmod(0o755)
+        (base / "open" / "sub").mkdir(parents=True)
+        for folder in (base / "open", base / "open" / "sub"):
+            folder.chmod(0o755)
+        (base / "shut").mkdir(mode=0o700)
+        (base / "shut").chmod(0o700)
+        assert cuda_cache._reachable(base / "open" / "sub" / "missing")
+        assert not cuda_cache._reachable(base / "shut" / "torch_extensions")
+    finally:
+        shutil.rmtree(base)
 
 
 def test_rotated_call_count_has_no_fixed_top() -> None:
