@@ -47,7 +47,7 @@ DEFAULT_STEPS="gpu_tests tolerance floors references repeat ablation"   # short 
 # and -v, so a step cut at its limit still names the tests that ran.
 run_gpu_tests() {
   step gpu_tests "$(limit gpu_tests 900)" python3 -m pytest -v -m gpu tests/runner tests/runner_agent \
-    -p no:cacheprovider --timeout 300 -rA --durations=0 ${GPU_TESTS_K:+-k "$GPU_TESTS_K"}
+    -p no:cacheprovider --timeout "${GPU_TESTS_TIMEOUT:-300}" -rA --durations=0 ${GPU_TESTS_K:+-k "$GPU_TESTS_K"}
 }
 run_references() {
   step references "$(limit references 3600)" python3 benchmarks/bench_round.py --out "$D/references_candidates.json" \

@@ -66,7 +66,7 @@ def child(variant: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--timeout-s", type=float, default=60.0)
+    ap.add_argument("--timeout-s", type=float, default=40.0)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
