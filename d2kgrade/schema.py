@@ -10,6 +10,7 @@ property for every guidance id) and rules that evaluate formulas per workload li
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -152,6 +153,39 @@ class FloorTerm(Model):
         return v
 
 
+class MeasuredFloor(Model):
+    """Both floors of one workload on the measuring GPU, as ``benchmarks/floor_microbench.py`` wrote them."""
+
+    roofline_ms: float
+    """The roofline floor (bytes, flops and MUFU ops over the measured ceilings) in ms."""
+    derived_ms: float
+    """``max(roofline_ms, max_i count_i / rate_i)`` in ms."""
+    binding: str
+    """The resource whose term sets ``derived_ms``, or ``roofline`` where no term exceeds the roofline floor."""
+    rates: dict[str, float]
+    """Per resource with a nonzero count on this workload, its measured rate (units per second)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MeasuredFloor:
+        for field, ms in (("roofline_ms", self.roofline_ms), ("derived_ms", self.derived_ms)):
+            if not (math.isfinite(ms) and ms > 0):
+                raise ValueError(f"{field} must be a positive number of ms, got {ms}")
+        if self.binding == "roofline" and self.derived_ms != self.roofline_ms:
+            raise ValueError(f"binding 'roofline' needs derived_ms == roofline_ms, got {self.derived_ms} and "
+                             f"{self.roofline_ms}")
+        if self.binding != "roofline" and not self.derived_ms > self.roofline_ms:
+            raise ValueError(f"binding {self.binding!r} needs derived_ms > roofline_ms, got {self.derived_ms} and "
+                             f"{self.roofline_ms} (a floor equal to the roofline's binds as 'roofline')")
+        if not self.rates:
+            raise ValueError("rates: at least one measured rate")
+        for resource, rate in self.rates.items():
+            if resource not in FLOOR_RESOURCES:
+                raise ValueError(f"rates: unknown resource {resource!r}; expected one of {sorted(FLOOR_RESOURCES)}")
+            if not (math.isfinite(rate) and rate > 0):
+                raise ValueError(f"rates[{resource!r}] must be a positive number of units per second, got {rate}")
+        return self
+
+
 class DerivedFloor(Model):
     """A lower bound from the algorithm the guidance names: ``max(roofline floor, max_i count_i / rate_i)``, each
     rate measured on the GPU for the workload by ``benchmarks/floor_microbench.py``."""
@@ -160,22 +194,33 @@ class DerivedFloor(Model):
     """The resources each call needs beyond the roofline's bytes, flops and MUFU ops."""
     why: str
     """The derivation in words: which algorithm, which passes, why the roofline floor is out of its reach."""
-    measured: dict[str, float] | None = None
-    """The derived floor in ms per catalog workload, as measured on ``source``'s GPU; None: not measured yet."""
+    measured: dict[str, MeasuredFloor] | None = None
+    """Both floors per catalog workload, as measured on ``gpu`` on ``date``; None: not measured yet."""
     source: str | None = None
     """The measurement file (``benchmarks/data/floors_h200.json``) that ``measured`` comes from."""
+    gpu: str | None = None
+    """The GPU ``measured`` was taken on (the source's ``gpu.name``)."""
+    date: datetime.date | None = None
+    """The day of the measurement (the source's ``date``)."""
 
     @model_validator(mode="after")
     def _measured_has_source(self) -> DerivedFloor:
-        if (self.measured is None) != (self.source is None):
-            raise ValueError("derived_floor: measured and source go together (both set, or both null)")
-        for name, ms in (self.measured or {}).items():
-            if not (math.isfinite(ms) and ms > 0):
-                raise ValueError(f"derived_floor.measured[{name!r}] must be a positive number of ms, got {ms}")
+        given = {k: getattr(self, k) is not None for k in ("measured", "source", "gpu", "date")}
+        if len(set(given.values())) > 1:
+            raise ValueError("derived_floor: measured, source, gpu and date go together (all set, or all null); "
+                             f"set: {sorted(k for k, v in given.items() if v)}")
         resources = [t.resource for t in self.terms]
         dup = sorted({r for r in resources if resources.count(r) > 1})
         if dup:
             raise ValueError(f"derived_floor: one term per resource; repeated: {dup}")
+        for name, m in (self.measured or {}).items():
+            if m.binding != "roofline" and m.binding not in resources:
+                raise ValueError(f"derived_floor.measured[{name!r}].binding {m.binding!r} is neither 'roofline' nor "
+                                 f"a term's resource ({resources})")
+            extra = sorted(set(m.rates) - set(resources))
+            if extra:
+                raise ValueError(f"derived_floor.measured[{name!r}].rates names {extra}, which are not terms "
+                                 f"({resources})")
         return self
 
 

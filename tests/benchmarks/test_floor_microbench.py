@@ -5,6 +5,7 @@ worked out by hand below."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -91,17 +92,30 @@ def test_derived_floor_is_the_largest_term_or_the_roofline() -> None:
     assert f["derived_floor_ms"] == 0.5 and f["binding"] == "roofline" and f["terms_ms"] == {"lane_ops": 0.1}
 
 
-def test_every_workload_resource_has_a_primitive_and_nothing_is_measured_yet() -> None:
+def test_every_workload_resource_has_a_primitive_and_the_measurement_is_the_floors_file() -> None:
     bench = _bench()
+    data = json.loads((ROOT / "benchmarks" / "data" / "floors_h200.json").read_text())
     for tid in TASKS:
         task = load_task(ROOT, tid)
         floor = task.cost.derived_floor
-        assert floor is not None and floor.measured is None and floor.source is None  # no invented figures
-        assert "not measured yet" in floor.why
+        assert floor is not None and floor.source == "benchmarks/data/floors_h200.json"
+        assert floor.gpu == data["gpu"]["name"] and floor.date.isoformat() == data["date"][:10]
+        assert "not measured yet" not in floor.why and "Measured on the H200" in floor.why
+        assert floor.measured is not None and set(floor.measured) == {w.name for w in task.workloads}
         for w in task.workloads:
             counts = task.derived_floor_counts(w)
             assert all(c >= 0 for c in counts.values()) and any(c > 0 for c in counts.values())
             assert set(bench.rate_configs(task, w)) == {r for r, c in counts.items() if c > 0}
+            # The task's figures are the file's, to the 4-5 significant digits written in task.yaml.
+            got, want = floor.measured[w.name], data["floors"][tid][w.name]
+            assert got.binding == want["binding"] and set(got.rates) == set(want["rates"])
+            assert got.roofline_ms == pytest.approx(want["roofline_floor_ms"], rel=5e-4)
+            assert got.derived_ms == pytest.approx(want["derived_floor_ms"], rel=5e-4)
+            for r, rate in got.rates.items():
+                assert rate == pytest.approx(want["rates"][r], rel=5e-5)
+            # And the file's derived floor is the largest term over its own counts and rates, or the roofline floor.
+            assert want["counts"] == pytest.approx(counts)
+            assert want == {**want, **bench.derived_floor_ms(want["roofline_floor_ms"], counts, want["rates"])}
 
 
 def _task_data(**floor: Any) -> dict[str, Any]:
@@ -111,13 +125,32 @@ def _task_data(**floor: Any) -> dict[str, Any]:
     return data
 
 
+def _measured(**m: Any) -> dict[str, Any]:
+    one = {"roofline_ms": 0.25, "derived_ms": 0.84, "binding": "histogram_updates",
+           "rates": {"histogram_updates": 3.2e11}, **m}
+    return {"measured": {"uniform_256": one}, "source": "benchmarks/data/floors_h200.json", "gpu": "NVIDIA H200",
+            "date": "2026-12-02"}
+
+
 def test_schema_validates_the_derived_floor() -> None:
     Task.model_validate(_task_data())
-    Task.model_validate(_task_data(measured={"uniform_256": 0.9}, source="benchmarks/data/floors_h200.json"))
+    Task.model_validate(_task_data(**_measured()))
+    Task.model_validate(_task_data(**_measured(derived_ms=0.25, binding="roofline")))
     bad = [
-        dict(measured={"uniform_256": 0.9}),                                        # a figure without its source
-        dict(measured={"no_such": 0.9}, source="f.json"),                           # not a catalog workload
-        dict(measured={"uniform_256": -1.0}, source="f.json"),                      # not a time
+        {k: v for k, v in _measured().items() if k != "source"},                    # a figure without its source
+        {k: v for k, v in _measured().items() if k != "date"},                      # ... or its date
+        {**_measured(), "measured": {"no_such": _measured()["measured"]["uniform_256"]}},  # not a catalog workload
+        _measured(roofline_ms=-1.0),                                                # not a time
+        _measured(derived_ms=float("nan")),
+        _measured(binding="roofline"),                                              # roofline binds: floors equal
+        _measured(derived_ms=0.25),                                                 # a term binds: derived above
+        _measured(binding="gathers"),                                               # not a term of the task
+        _measured(rates={"gathers": 1e11}),
+        _measured(rates={}),
+        _measured(rates={"histogram_updates": 0.0}),
+        _measured(ms=0.84),                                                         # unknown field
+        {**_measured(), "date": "yesterday"},
+        dict(measured={"uniform_256": 0.9}, source="f.json", gpu="g", date="2026-12-02"),  # the old bare-ms shape
         dict(terms=[{"resource": "warp_magic", "count": "N", "why": "w"}]),         # unknown resource
         dict(terms=[{"resource": "gathers", "count": "nnz", "why": "w"}]),          # nnz is no histogram parameter
         dict(terms=[{"resource": "gathers", "count": "N", "why": "w"}] * 2),        # one term per resource
