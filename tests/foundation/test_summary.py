@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 KEYS = {"workloads", "correct", "geomean_roofline_fraction", "below_0_5", "at_least_best_baseline",
         "vendor_ratio_geomean", "best_baseline_by_workload", "ablation_tasks", "full_run_s",
-        "timing_spread_max_pct", "timing_spread_tasks", "cuda_reeval_build_s", "gpu_tests", "missing"}
+        "timing_spread_max_pct", "timing_spread_tasks", "cuda_reeval_build_s", "gpu_tests", "missing",
+        "geomean_derived_floor_fraction", "derived_floors", "derived_floors_source"}
 
 
 def _summary():  # type: ignore[no-untyped-def]
@@ -37,6 +42,61 @@ def test_a_missing_source_is_missing_not_guessed(tmp_path: Path) -> None:
     s = _summary().summarize(tmp_path)
     assert s["workloads"] == 0 and s["geomean_roofline_fraction"] is None and s["full_run_s"] is None
     assert "full_run_s" in s["missing"] and s["gpu_tests"] is None
+    assert s["derived_floors"] == {} and s["geomean_derived_floor_fraction"] is None
+    assert {"derived_floors", "geomean_derived_floor_fraction"} <= set(s["missing"])
+
+
+def test_derived_floors_are_the_floors_file() -> None:
+    s = _summary().summarize()
+    floors = json.loads((ROOT / "benchmarks" / "data" / "floors_h200.json").read_text())
+    want = {f"{t}:{w}": f for t, per in floors["floors"].items() for w, f in per.items()}
+    assert set(s["derived_floors"]) == set(want) and len(want) == 14  # topk 4, histogram 3, spmv_csr 4, scan 3
+    assert s["derived_floors_source"] == "floors_h200.json (NVIDIA H200, 2026-12-02)"
+    full = {(w["task"], w["workload"]): w for w in
+            json.loads((ROOT / "benchmarks" / "data" / "references_h200.json").read_text())["workloads"]}
+    for name, got in s["derived_floors"].items():
+        f = want[name]
+        assert (got["roofline_floor_ms"], got["derived_floor_ms"], got["binding"]) == (
+            f["roofline_floor_ms"], f["derived_floor_ms"], f["binding"])
+        assert got["ratio"] == pytest.approx(f["ratio"]) and got["ratio"] >= 1.0
+        ref = full[tuple(name.split(":"))]  # every one of the 14 passed in the committed full run
+        assert ref["status"] == "passed" and got["reference_roofline_fraction"] == ref["roofline_fraction"]
+        assert got["reference_derived_floor_fraction"] == pytest.approx(ref["roofline_fraction"] * f["ratio"])
+    # The roofline binds on 7 of the 14: selective_scan x3, topk x3 (all but sparse_attention), spmv_csr's stencil.
+    assert sorted(n for n, f in s["derived_floors"].items() if f["binding"] == "roofline") == [
+        "selective_scan:batch_short", "selective_scan:long_narrow", "selective_scan:mamba_2p8b",
+        "spmv_csr:stencil_27pt", "topk:bf16_ties_k256", "topk:moe_router_k8", "topk:sampling_k50"]
+    # Over the same passed workloads, log geomean(derived) - log geomean(roofline) = sum(log ratio) / n.
+    n = sum(1 for w in full.values() if not w["hidden"] and w["status"] == "passed" and w["roofline_fraction"]
+            and w["task"] != "flash_attention_fwd")  # flash_attention_fwd's rows come from the peers file
+    n += sum(1 for w in json.loads((ROOT / "benchmarks" / "data" / "h200_peers_round8.json").read_text())
+             ["tasks"]["flash_attention_fwd"][-1]["workloads"] if w["status"] == "passed" and w["roofline_fraction"])
+    shift = sum(math.log(f["ratio"]) for f in want.values()) / n
+    assert math.log(s["geomean_derived_floor_fraction"]) - math.log(s["geomean_roofline_fraction"]) == \
+        pytest.approx(shift)
+    assert s["geomean_roofline_fraction"] < s["geomean_derived_floor_fraction"] < 1.0
+
+
+def test_derived_floor_geomean_by_hand(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    row = {"hidden": False, "status": "passed", "eager_ms": 2.0, "compiled_ms": 3.0}
+    (data / "references_h200.json").write_text(json.dumps({"workloads": [
+        {**row, "task": "histogram", "workload": "a", "median_ms": 1.0, "roofline_fraction": 0.25},
+        {**row, "task": "softmax", "workload": "b", "median_ms": 1.0, "roofline_fraction": 0.64},
+        {**row, "task": "histogram", "workload": "c", "status": "failed", "median_ms": None,
+         "roofline_fraction": None}]}))
+    f = {"roofline_floor_ms": 0.25, "derived_floor_ms": 1.0, "binding": "histogram_updates"}
+    (data / "floors_h200.json").write_text(json.dumps({"gpu": {"name": "NVIDIA H200"}, "date": "2026-12-02T00:00",
+                                                       "floors": {"histogram": {"a": f, "c": f}}}))
+    s = _summary().summarize(tmp_path)
+    # Roofline: sqrt(0.25 * 0.64) = 0.4. Derived: a's floor is 4x its roofline floor, so sqrt(1.0 * 0.64) = 0.8.
+    assert s["geomean_roofline_fraction"] == pytest.approx(0.4)
+    assert s["geomean_derived_floor_fraction"] == pytest.approx(0.8)
+    assert s["derived_floors"]["histogram:a"]["reference_derived_floor_fraction"] == pytest.approx(1.0)
+    c = s["derived_floors"]["histogram:c"]  # a failed reference has no fraction of either floor
+    assert c["ratio"] == 4.0
+    assert c["reference_roofline_fraction"] is None and c["reference_derived_floor_fraction"] is None
 
 
 def test_bench_round_spread_covers_the_kernel_and_every_candidate() -> None:
