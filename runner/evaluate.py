@@ -89,6 +89,9 @@ class EvalOptions:
     launcher: tuple[str, ...] = ()
     """A command the evaluation runs under (spawn mode): :func:`runner.sanitize.sanitize` passes
     ``compute-sanitizer``."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables of the evaluator and the kernel host beyond the sandbox's own (the sanitizer's
+    ``PYTORCH_NO_CUDA_MEMORY_CACHING=1``)."""
     host_timing: bool = False
     """Tests only: run the timing path on a CPU with the host clock, so its plumbing is exercised without a GPU.
     The figures mean nothing and are never published."""
@@ -268,6 +271,7 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
     job_env: dict[str, str] = {}
     host_env: dict[str, str] = {}
     host_write: list[str] = []
+    job_env.update(dict(opts.env))
     if dev == "cuda":
         job_env["CUDA_VISIBLE_DEVICES"] = gpu["physical"] if gpu else str(index)
     if tripwires.uses_load_inline(source):

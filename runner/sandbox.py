@@ -519,8 +519,7 @@ class _Zygote:
             hello = b""
         if hello == b"nofork":
             self.close()
-            raise ZygoteUnavailable("importing torch/triton loaded the CUDA driver, so forked workers could not "
-                                    "use the GPU")
+            raise ZygoteUnavailable("a child forked after importing torch/triton could not use the GPU")
         if hello != b"ready":
             self.err.seek(0)
             err = self.err.read().decode(errors="replace")[-2000:]

@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,8 @@ PRELOAD = ("torch", "triton", "triton.language", "numpy", "yaml", "pydantic", "d
            "runner.huge_inputs", "runner.protocol", "runner.shm", "runner.audit", "runner.kernel_host",
            "runner.host_timing", "runner.host_client", "runner.evaluator", "runner.eval_timing",
            "runner.baselines", "torch.profiler", "torch._dynamo")
-"""Imported once by the zygote (torch._dynamo alone is ~3 s). If any of them loaded the CUDA driver, the zygote
-refuses to serve and jobs are spawned instead (see :func:`zygote_main`)."""
+"""Imported once by the zygote (torch._dynamo alone is ~3 s). If they mapped the CUDA driver and a forked child
+then cannot use the GPU, the zygote refuses to serve and jobs are spawned instead (see :func:`zygote_main`)."""
 
 
 # --------------------------------------------------------------------------------------------- the zygote
@@ -53,12 +54,16 @@ def zygote_main(ctrl_fd: int) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module that fails here fails again, visibly, in the job
             pass
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # job leaders (and orphans re-parented here) are reaped
-    containment.prctl(containment.PR_SET_CHILD_SUBREAPER, 1)
     with open("/proc/self/maps") as fh:
         driver_loaded = "libcuda.so" in fh.read()
-    sock.send(b"nofork" if driver_loaded else b"ready")
-    if driver_loaded:
+    # torch 2.11 (cu130) maps libcuda at import without initializing it (round 11's preload probe: libcuda mapped
+    # right after `import torch`), which alone does not stop a forked child from using the GPU: only a driver
+    # initialized before the fork does. So the zygote tries: a forked child must initialize CUDA and run an op.
+    forkable = not driver_loaded or _forked_cuda_works()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # job leaders (and orphans re-parented here) are reaped
+    containment.prctl(containment.PR_SET_CHILD_SUBREAPER, 1)
+    sock.send(b"ready" if forkable else b"nofork")
+    if not forkable:
         os._exit(0)
     leaders: set[int] = set()
     while True:
@@ -88,6 +93,32 @@ def zygote_main(ctrl_fd: int) -> None:
         except OSError:
             break
     os._exit(0)
+
+
+def _forked_cuda_works(timeout_s: float = 120.0) -> bool:
+    """Whether a child forked from this process can initialize CUDA and run a kernel (exit 0 within
+    ``timeout_s``); a child that fails, hangs or dies says no."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            import torch
+
+            torch.cuda.init()
+            code = 0 if torch.ones(8, device="cuda").sum().item() == 8.0 else 1
+        except BaseException:  # noqa: BLE001 - any failure is a no
+            code = 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        time.sleep(0.05)
+    _kill(pid)
+    os.waitpid(pid, 0)
+    return False
 
 
 def _alive(pid: int) -> bool:

@@ -34,6 +34,14 @@ def test_summary_has_every_headline_and_they_agree() -> None:
     fa = {k: v for k, v in s["best_baseline_by_workload"].items() if k.startswith("flash_attention_fwd:")}
     assert len(fa) == 4 and {v["best"] for v in fa.values()} == {"sdpa_cudnn"}
     assert s["gpu_tests"]["passed"] <= s["gpu_tests"]["total"]
+    r11 = json.loads((ROOT / "benchmarks" / "data" / "h200_round11.json").read_text())
+    g = r11["gpu_tests_structured"]
+    assert s["gpu_tests"]["passed"] == len(g["passed"]) and set(s["gpu_tests"]["failed"]) == set(g["failed"])
+    assert not set(g["passed"]) & set(g["failed"]) and len(g["passed"]) + len(g["failed"]) == g["total"]
+    # One softmax evaluation before and after round 11's evaluator changes: the phases add up to the wall time.
+    for k in ("before", "after"):
+        ph = s["softmax_evaluation_phases"][k]
+        assert abs(sum(v for n, v in ph.items() if n != "detail") - s["softmax_evaluation_s"][k]) < 1.0
     for key in ("cuda_reeval_build_s", "ablation_tasks"):  # not measured: null or empty, and said so
         assert (s[key] in (None, [])) == (key in s["missing"])
 

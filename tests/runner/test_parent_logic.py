@@ -228,3 +228,19 @@ def test_rotated_call_count_has_no_fixed_top() -> None:
     assert 10 <= statistics.fmean(draws) <= 12
     late = sum(d + 4 > 20 for d in draws) / len(draws)  # a kernel stale after its 20th call is caught this often
     assert 0.03 < late < 0.09, late
+
+
+def test_a_forked_child_that_cannot_use_cuda_says_no_fast() -> None:
+    """The zygote's probe (runner.worker._forked_cuda_works): on a machine without a usable GPU the forked child's
+    CUDA initialization fails, and the probe answers no within its limit instead of hanging or raising."""
+    import time
+
+    import torch
+
+    from runner.worker import _forked_cuda_works
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the probe would answer yes")
+    t0 = time.monotonic()
+    assert _forked_cuda_works(timeout_s=60.0) is False
+    assert time.monotonic() - t0 < 30.0

@@ -24,7 +24,8 @@ def test_the_kernel_host_keeps_what_a_launcher_adds(tmp_path: Path) -> None:
     """A launcher such as compute-sanitizer injects itself through environment variables and talks to the
     processes it checks over descriptors it leaves open: the kernel host, which starts from a clean environment
     and closes every other descriptor, must keep both, or the tool never hears from it. Here the launcher is a
-    shell that sets a variable and opens descriptor 9; the submission fails unless it sees both."""
+    shell that sets a variable and opens descriptor 9; the submission fails unless it sees both, and the
+    variable the options add (as the sanitizer's PYTORCH_NO_CUDA_MEMORY_CACHING)."""
     from runner.evaluate import EvalOptions, run_evaluation
 
     sub = tmp_path / "sees_launcher.py"
@@ -32,10 +33,12 @@ def test_the_kernel_host_keeps_what_a_launcher_adds(tmp_path: Path) -> None:
                    "def kernel(*args, **kwargs):\n"
                    "    assert os.environ.get('D2K_LAUNCHER_MARK') == 'on', 'no launcher variable'\n"
                    "    os.fstat(9)\n"
+                   "    assert os.environ.get('D2K_OPTION_ENV') == 'yes', 'no EvalOptions.env variable'\n"
                    "    return _expert(*args, **kwargs)\n")
     launcher = ("bash", "-c", 'exec 9</dev/null; D2K_LAUNCHER_MARK=on exec "$@"', "launcher")
     r = run_evaluation("softmax", sub, device="cpu", workloads="smoke", hidden=False, timing=False,
-                       options=EvalOptions(trials=1, rotation_range=(1, 1), launcher=launcher, tripwires=False))
+                       options=EvalOptions(trials=1, rotation_range=(1, 1), launcher=launcher, tripwires=False,
+                                           env=(("D2K_OPTION_ENV", "yes"),)))
     assert r.workloads and r.workloads[0].status == "passed", r.message + r.log[-2000:]
     bare = run_evaluation("softmax", sub, device="cpu", workloads="smoke", hidden=False, timing=False,
                           options=EvalOptions(trials=1, rotation_range=(1, 1), tripwires=False))
