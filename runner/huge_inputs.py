@@ -17,9 +17,12 @@ The fingerprint (:func:`fingerprint`) reads the whole storage once as 32-bit wor
 [rows, 4096]: ``sum_rc w[r, c] * a[c] * b[r] * k_j`` mod 2^64, with odd secret weights ``a``, ``b`` and an odd
 key ``k_j`` per chunk. A change of one word by d != 0 moves it by d times an odd number, which is never 0 mod 2^64,
 so a single changed element is always caught; a change that cancels needs the secret weights. It stays on the
-device (no host sync) until compared (:func:`changed`). Cost: ~9 bytes of memory traffic per input byte (the int64
-temporaries of one chunk), so ~35 ms for 17 GB at the H200's 4.3 TB/s (an estimate: not yet measured), all
-outside timed regions.
+device (no host sync) until compared (:func:`changed`). On CUDA one Triton kernel computes it reading every word
+once (~4 ms for 17 GB at the H200's 4.3 TB/s, an estimate: not yet measured); elsewhere PyTorch, with ~9 bytes of
+memory traffic per input byte (its int64 temporaries). Both give the same integers (int64 arithmetic modulo 2**64
+does not depend on the order of a sum; tests/runner/test_big_inputs.py compares them under the interpreter). The
+same checksum binds a timed batch's reps to their set's first output (:func:`fingerprint_rows`): in round 11 on
+the H200 the PyTorch version took ~1 s of the verify step per batch of ~60 GB of staged outputs.
 """
 
 from __future__ import annotations
@@ -83,41 +86,30 @@ def fingerprint(t: torch.Tensor, key: int) -> torch.Tensor:
     synchronized; compare two of them with :func:`differs`)."""
     storage = t.untyped_storage()
     dev = t.device
-    acc = torch.zeros((), dtype=torch.int64, device=dev)
     nbytes = storage.nbytes()
     if nbytes == 0:
-        return acc
+        return torch.zeros((), dtype=torch.int64, device=dev)
     raw = torch.empty(0, dtype=torch.uint8, device=dev).set_(storage)
-    col_w, row_w = _weights(key, dev, ROWS)
     nwords = nbytes // 4
-    words = raw[:nwords * 4].view(torch.int32)
-    chunk = ROWS * COLS
-    for j, start in enumerate(range(0, nwords, chunk)):
-        w = words[start:start + chunk]
-        full = w.numel() // COLS * COLS
-        k = _chunk_key(key, j)
-        if full:
-            m = w[:full].view(-1, COLS).to(torch.int64)
-            acc += ((m * col_w).sum(dim=1) * row_w[:m.shape[0]]).sum() * k
-            del m
-        if full < w.numel():
-            rest = w[full:].to(torch.int64)
-            acc += (rest * col_w[:rest.numel()]).sum() * _chunk_key(k, -1)
+    acc = _digest(raw[:nwords * 4].view(torch.int32).view(1, nwords), key)[0] if nwords else \
+        torch.zeros((), dtype=torch.int64, device=dev)
     if nwords * 4 < nbytes:  # storages whose size is not a multiple of 4 bytes (odd-length uint8, fp8, bool)
+        col_w, _ = _weights(key, dev, ROWS)
         tail = raw[nwords * 4:].to(torch.int64)
-        acc += (tail * col_w[:tail.numel()]).sum() * _chunk_key(key, -2)
+        acc = acc + (tail * col_w[:tail.numel()]).sum() * _chunk_key(key, -2)
     return acc
 
 
 ROW_GROUP_WORDS = 1 << 25
-"""Words of a group of rows :func:`fingerprint_rows` checksums at once (its int64 temporaries: 256 MB each)."""
+"""Words of a group of rows the PyTorch checksum takes at once (its int64 temporaries: 256 MB each)."""
+DIGEST_BLOCK = 8192
+"""Words per program of the Triton checksum."""
 
 
 def fingerprint_rows(t: torch.Tensor, key: int) -> list[int]:
     """``[int(fingerprint(t[r].clone(), key)) for r in range(len(t))]`` for a contiguous ``t`` of reps (a timed
-    batch's staged outputs), computed a group of rows at a time with one device-to-host copy at the end instead of
-    one synchronize per row. The same integers: every step is int64 arithmetic modulo 2**64, in which the order of
-    a sum does not matter."""
+    batch's staged outputs), all rows at once with one device-to-host copy at the end instead of one synchronize
+    per row."""
     reps = int(t.shape[0]) if t.dim() else 0
     if reps == 0:
         return []
@@ -126,12 +118,26 @@ def fingerprint_rows(t: torch.Tensor, key: int) -> list[int]:
         return [0] * reps
     if not t.is_contiguous() or row_bytes % 4:  # odd-sized rows (uint8, fp8, bool outputs): one row at a time
         return [int(fingerprint(t[r].clone(), key)) for r in range(reps)]
-    words = t.reshape(reps, -1).view(torch.uint8).view(torch.int32)
-    nwords = words.shape[1]
-    col_w, row_w = _weights(key, t.device, ROWS)
+    return [int(v) for v in _digest(t.reshape(reps, -1).view(torch.uint8).view(torch.int32), key).tolist()]
+
+
+def _digest(words: torch.Tensor, key: int) -> torch.Tensor:
+    """Per row of ``words`` ([rows, n] int32, rows contiguous): ``sum_j k_j sum_{i,c} w[j, i, c] * a[c] * b[i]``
+    over its chunks of ROWS x COLS words viewed as [i, c], plus the last chunk's words past its whole [*, COLS]
+    rows, ``sum_c w[c] * a[c] * k'``; int64 modulo 2**64, in which the order of a sum does not matter, so the
+    Triton kernel (CUDA: one read of the words) and the PyTorch version (elsewhere, or without Triton: ~9 bytes of
+    traffic per byte) give the same integers. Returns an int64 tensor [rows] on the words' device."""
+    if words.is_cuda and words.shape[1] and _triton_digest() is not None:
+        return _digest_triton(words, key)
+    return _digest_torch(words, key)
+
+
+def _digest_torch(words: torch.Tensor, key: int) -> torch.Tensor:
+    reps, nwords = words.shape
+    col_w, row_w = _weights(key, words.device, ROWS)
     chunk = ROWS * COLS
-    group = max(1, ROW_GROUP_WORDS // min(nwords, chunk))
-    acc = torch.zeros(reps, dtype=torch.int64, device=t.device)
+    group = max(1, ROW_GROUP_WORDS // max(1, min(nwords, chunk)))
+    acc = torch.zeros(reps, dtype=torch.int64, device=words.device)
     for g0 in range(0, reps, group):
         rows = slice(g0, min(reps, g0 + group))
         for j, start in enumerate(range(0, nwords, chunk)):
@@ -145,7 +151,62 @@ def fingerprint_rows(t: torch.Tensor, key: int) -> list[int]:
             if full < w.shape[1]:
                 rest = w[:, full:].to(torch.int64)
                 acc[rows] += (rest * col_w[:rest.shape[1]]).sum(dim=1) * _chunk_key(k, -1)
-    return [int(v) for v in acc.tolist()]
+    return acc
+
+
+def _digest_triton(words: torch.Tensor, key: int) -> torch.Tensor:
+    kernel = _triton_digest()
+    reps, nwords = words.shape
+    chunk = ROWS * COLS
+    nchunks = -(-nwords // chunk)
+    last = (nchunks - 1) * chunk
+    full_last = (nwords - last) // COLS * COLS
+    col_w, row_w = _weights(key, words.device, ROWS)
+    keys = _chunk_keys(key, nchunks, words.device)
+    nblocks = -(-nwords // DIGEST_BLOCK)
+    parts = torch.empty(reps * nblocks, dtype=torch.int64, device=words.device)
+    kernel[(reps * nblocks,)](words, words.stride(0), nwords, nblocks, last + full_last,
+                              _chunk_key(_chunk_key(key, nchunks - 1), -1), keys, col_w, row_w, parts,
+                              CHUNK=chunk, COLS=COLS, BLOCK=DIGEST_BLOCK)
+    return parts.view(reps, nblocks).sum(dim=1)
+
+
+@lru_cache(maxsize=64)
+def _chunk_keys(key: int, n: int, device: torch.device) -> torch.Tensor:
+    return torch.tensor([_chunk_key(key, j) for j in range(n)], dtype=torch.int64).to(device)
+
+
+@lru_cache(maxsize=1)
+def _triton_digest() -> Any:
+    """The Triton checksum kernel, or None where Triton is missing."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def digest_kernel(words_ptr, row_stride, nwords, nblocks, tail_start, tail_key, keys_ptr, col_ptr, row_ptr,
+                      out_ptr, CHUNK: tl.constexpr, COLS: tl.constexpr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        r = pid // nblocks
+        b = pid - r * nblocks
+        t = b * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+        live = t < nwords
+        w = tl.load(words_ptr + r * row_stride + t, mask=live, other=0).to(tl.int64)
+        j = t // CHUNK
+        p = t - j * CHUNK
+        i = p // COLS
+        c = p - i * COLS
+        tail = t >= tail_start  # the last chunk's words past its whole [*, COLS] rows
+        head = live & (t < tail_start)
+        kj = tl.load(keys_ptr + j, mask=head, other=0)
+        rw = tl.load(row_ptr + i, mask=head, other=0)
+        cw = tl.load(col_ptr + tl.where(tail, t - tail_start, c), mask=live, other=0)
+        coef = tl.where(tail, cw * tail_key, cw * rw * kj)
+        tl.store(out_ptr + pid, tl.sum(w * coef, axis=0))
+
+    return digest_kernel
 
 
 def fingerprints(tensors: Sequence[torch.Tensor], key: int) -> torch.Tensor:

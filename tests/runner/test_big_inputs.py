@@ -99,6 +99,23 @@ def test_the_fingerprint_catches_any_single_changed_bit(monkeypatch: pytest.Monk
     assert int(hi.fingerprint(t, 7)) != int(before)
 
 
+@pytest.mark.parametrize("shape", [(5, 3 * 8 * 2 + 8 + 5), (3, 8), (4, 3), (1, 1)])
+def test_the_triton_checksum_is_the_pytorch_one(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]) -> None:
+    """The verify step checksums every staged rep with the Triton kernel on CUDA and the evaluator may check a
+    fetched copy with either: both must give the same integers. Under the interpreter on small chunks (3 x 8 words):
+    several whole chunks, a part chunk, a part row; and the rows at once equal each row alone."""
+    monkeypatch.setattr(hi, "ROWS", 3)
+    monkeypatch.setattr(hi, "COLS", 8)
+    monkeypatch.setattr(hi, "DIGEST_BLOCK", 16)  # programs that straddle chunks and rows' ends
+    t = torch.randint(-(1 << 31), 1 << 31, shape, dtype=torch.int64).to(torch.int32)
+    triton_rows = hi._digest_triton(t, 11).tolist()
+    assert triton_rows == hi._digest_torch(t, 11).tolist()
+    assert triton_rows == [int(hi.fingerprint(t[r].clone(), 11)) for r in range(shape[0])]
+    assert hi.fingerprint_rows(t.view(torch.float32), 11) == triton_rows
+    t[0, -1] ^= 1 << 30
+    assert hi._digest_triton(t, 11).tolist()[0] != triton_rows[0]
+
+
 def test_rotation_sets_share_the_first_sets_huge_inputs() -> None:
     made: list[int] = []
 
