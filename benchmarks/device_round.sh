@@ -19,6 +19,11 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 11 (2026-12-02, h200_round11.json) changed the evaluator after profiling it; round 12 should first check
+# those changes on the GPU, with the default test timeout (the CUDA build-once test needs ~200 s):
+#   STEPS="preload_probe profile gpu_tests references repeat" REPEAT_TASKS="rmsnorm_residual gemm_bf16 ..."
+# (profile: is the zygote used, did verify shrink with the Triton checksum; gpu_tests: all 13 on this evaluator,
+# memcheck with PYTORCH_NO_CUDA_MEMORY_CACHING, the zero-rebuild figure in the build-once test's output).
 # Round 8 (2026-12-02) measured, in 30 device
 # minutes of which ~10 went to finding the split's CUDA faults: 10 of 13 GPU tests and flash_attention_fwd's
 # candidates (one evaluation with 8 candidates: 263 s); plan ~40 minutes of device time for all of it.
