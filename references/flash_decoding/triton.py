@@ -23,8 +23,8 @@ reads every K/V byte once:
   [1, ...] shapes (still there, ``_g_pad=1``) took 411-440 us at any split.
 - Streaming loads: K and V tiles of BLOCK_N x D, evict_first (read once), 3 stages, 4 warps. BLOCK_N = 64 (16 KB per
   tile) when there are fewer than two programs per SM (b1_64k), else 32, so 3-4 programs fit per SM: b64_4k_gqa8 took
-  251 us at 32 against 291 us at 64 (benchmarks/data/runs/round7/tune_decode_splitk.json); row offsets are int64 (B*Hkv*L*D
-  reaches 2^30).
+  251 us at 32 against 291 us at 64 (benchmarks/data/runs/round7/tune_decode_splitk.json); row offsets are int64
+  (B*Hkv*L*D reaches 2^30).
 - exp2 everywhere: D^-0.5 * log2(e) is applied once, in fp32 (to the [G_PAD, BLOCK_N] fp32 score tile on the MMA path,
   to q on the FMA path), and the probabilities, the rescale factors alpha and the merge weights are all exp2. Folding
   the scale into q and re-rounding q to bf16 for the MMA is a shortcut, not an optimization: emulated in torch on bf16

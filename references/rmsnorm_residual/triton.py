@@ -20,9 +20,9 @@ Two paths, picked by the launcher:
   storage dtype, which adds at most one storage ulp of error (within the task's tolerances).
 
 The ``rows`` kernel puts no hints on x, residual, y and residual_out: with evict_first loads and ``.cs`` stores it was
-5-7% slower on the H200 at every warp count and grid size swept (benchmarks/data/runs/round7/tune_hints_ab.json: prefill_8k
-280 vs 262 us), most of it from the evict_first loads (tune_no_evict_first.json). The ``tiled`` path keeps them: its
-pass 1 must leave residual_out in L2 for pass 2 and nothing else.
+5-7% slower on the H200 at every warp count and grid size swept (benchmarks/data/runs/round7/tune_hints_ab.json:
+prefill_8k 280 vs 262 us), most of it from the evict_first loads (tune_no_evict_first.json). The ``tiled`` path keeps
+them: its pass 1 must leave residual_out in L2 for pass 2 and nothing else.
 
 Roofline floors on H200 (bytes = 4*M*N*elt + N*elt at the measured copy bandwidth):
 
