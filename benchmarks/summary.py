@@ -5,9 +5,9 @@
 
 Sources, newest first where they overlap: ``benchmarks/data/h200_peers_round8.json`` (references against every
 baseline candidate, this evaluator), ``benchmarks/data/references_h200.json`` (the full 85-workload run and its
-reruns, eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_round11.json``, else ``h200_round10.json``, else
-``benchmarks/data/h200_device_check_round8.json`` (GPU tests; round 11 also one softmax evaluation's phases before
-and after its evaluator changes), ``benchmarks/data/ablation_h200.json`` and
+reruns, eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_round11.json``,
+else ``h200_round10.json``, else ``benchmarks/data/h200_device_check_round8.json`` (GPU tests; round 11 also one
+softmax evaluation's phases before and after its evaluator changes), ``benchmarks/data/ablation_h200.json`` and
 ``benchmarks/data/timing_repeat_h200.json`` when they exist, and ``benchmarks/data/floors_h200.json`` (both floors of
 topk, histogram, spmv_csr and selective_scan: ``benchmarks/floor_microbench.py``). Every figure says where it comes
 from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is guessed.

@@ -40,11 +40,7 @@ host, which drops to a uid of its own, could not reach a build there; round 11 o
 
 def _reachable(path: Path) -> bool:
     """Whether another uid can traverse to ``path``: every existing folder on the way is searchable by others."""
-    for folder in [path, *path.parents]:
-        if folder.exists():
-            if not folder.stat().st_mode & stat.S_IXOTH:
-                return False
-    return True
+    return all(not folder.exists() or folder.stat().st_mode & stat.S_IXOTH for folder in [path, *path.parents])
 
 
 def extensions_root() -> Path:

@@ -268,10 +268,9 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         entries.append({"name": "hidden", "params": dict(hidden_wl.params), "dtype": hidden_wl.dtype,
                         "hidden": True, "timed": False})
     ceilings = opts.ceilings or (roofline.load_ceilings(gpu["name"]) if (gpu and do_timing) else None)
-    job_env: dict[str, str] = {}
+    job_env: dict[str, str] = dict(opts.env)
     host_env: dict[str, str] = {}
     host_write: list[str] = []
-    job_env.update(dict(opts.env))
     if dev == "cuda":
         job_env["CUDA_VISIBLE_DEVICES"] = gpu["physical"] if gpu else str(index)
     if tripwires.uses_load_inline(source):

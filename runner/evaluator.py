@@ -185,7 +185,7 @@ class Evaluator:
         for shape, dtype in shapes_dtypes:
             self._buf_id += 1
             bufs.append(SharedBuffer.create(self._buf_id, dtype, shape))
-        for b, t in zip(bufs, contents or [], strict=False):
+        for b, t in zip(bufs, contents, strict=True) if contents is not None else ():
             b.tensor.copy_(t)
         self.host.register(bufs, mirror=mirror, upload=contents is not None)
         return bufs

@@ -128,7 +128,7 @@ def verify(host: Any, req: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.synchronize()
     if req.get("last", True):
         host.staged = None
-        host._release([*(s.id for s in slots), *set_ids])
+        host.release([*(s.id for s in slots), *set_ids])
     return {"digests": digests}
 
 

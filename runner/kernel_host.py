@@ -125,7 +125,7 @@ class Host:
                 elif op == "verify":
                     self._verify(req)
                 elif op == "release":
-                    self._release(req["ids"])
+                    self.release(req["ids"])
                     self._send({"kind": "released", "ids": list(req["ids"])})
                 elif op == "fingerprint":
                     self._fingerprint(req)
@@ -199,7 +199,8 @@ class Host:
             self.torch.cuda.synchronize()
         self._send({"kind": "registered", "ids": [s["id"] for s in specs]})
 
-    def _release(self, ids: list[int]) -> None:
+    def release(self, ids: list[int]) -> None:
+        """Unmap these buffers and drop their GPU mirrors (``release``, and the end of a verified batch)."""
         for i in ids:
             buf = self.buffers.pop(i, None)
             self.mirrors.pop(i, None)
