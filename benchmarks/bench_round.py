@@ -84,6 +84,7 @@ def summarize(r: Any) -> dict[str, Any]:
                            "max_tol_ratio": b.max_tol_ratio} for b in w.baselines],
             "evaluator_ms": w.evaluator_ms, "clock": w.clock, "wall_s": w.wall_s})
     return {"status": r.status, "message": r.message[:500], "wall_s": r.wall_s, "sandbox": r.environment.sandbox,
+            "buffers": r.environment.buffers,
             "flags": [f.code for f in r.flags], "import_s": r.import_s, "phases": r.phases,
             "phase_detail": r.phase_detail, "workloads": wls}
 
@@ -121,6 +122,8 @@ def main() -> None:
     ap.add_argument("--target-s", type=float, default=0.4)
     ap.add_argument("--live-baselines", action="store_true")
     ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--gpu-call-buffers", action="store_true",
+                    help="correctness calls through shared GPU buffers too (EvalOptions.gpu_call_buffers)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the evaluator under cProfile; per evaluation, its top functions to "
                          "<dir>/profile-<task>-<i>.txt (the .pstats beside it)")
@@ -129,6 +132,7 @@ def main() -> None:
     doc: dict[str, Any] = {"command": " ".join(sys.argv), "date": datetime.now(timezone.utc).isoformat(),
                            "gpu": gpu, "versions": _versions(), "tasks": {}}
     live = args.live_baselines or args.repeat > 1
+    t_start = time.time()
     from runner.evaluate import default_suite_root, load_task
 
     for task in args.tasks:
@@ -145,7 +149,8 @@ def main() -> None:
                                    hidden=args.hidden, timeout_s=args.timeout_s,
                                    options=EvalOptions(candidates=tuple(names) if names is not None else None,
                                                        target_s=args.target_s, live_baselines=live,
-                                                       profile_dir=_profile_dir(args.profile_dir)))
+                                                       profile_dir=_profile_dir(args.profile_dir),
+                                                       gpu_call_buffers=args.gpu_call_buffers))
                 s = summarize(r)
                 if args.profile_dir:
                     _profile_text(args.profile_dir, f"{task}-{i}")
@@ -155,6 +160,7 @@ def main() -> None:
             s["nvml_before"], s["nvml_after"] = before, _nvml()
             runs.append(s)
             doc["tasks"][task] = runs
+            doc["total_wall_s"] = time.time() - t_start
             if len(runs) > 1:
                 doc.setdefault("spread", {})[task] = spread(runs)
             args.out.write_text(json.dumps(doc, indent=1))

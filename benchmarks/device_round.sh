@@ -19,11 +19,15 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
-# Round 11 (2026-12-02, h200_round11.json) changed the evaluator after profiling it; round 12 should first check
-# those changes on the GPU, with the default test timeout (the CUDA build-once test needs ~200 s):
-#   STEPS="preload_probe profile gpu_tests references repeat" REPEAT_TASKS="rmsnorm_residual gemm_bf16 ..."
-# (profile: is the zygote used, did verify shrink with the Triton checksum; gpu_tests: all 13 on this evaluator,
-# memcheck with PYTORCH_NO_CUDA_MEMORY_CACHING, the zero-rebuild figure in the build-once test's output).
+# Round 12 (2026-12-02, h200_round12.json) moved timed batches onto shared GPU buffers (runner/cuda_share.py):
+# rmsnorm_residual's eager-only evaluation 218.6 s -> 46.1 s. Round 13 should first run what round 12 changed
+# after its last GPU call (the 32 GB fetch limit, constant fills out of the profile fraction, the correctness
+# calls on GPU buffers), then the suite:
+#   STEPS="profile_kernel full gpu_tests repeat" PROFILE_KERNEL_TASKS="cross_entropy conv2d_implicit_gemm"
+#   PROFILE_KERNEL_ARGS=--gpu-call-buffers FULL_ARGS=--gpu-call-buffers FULL_NEEDS_GPU_BUFFERS=1
+# (profile_kernel: cross_entropy's verify off host memory, conv2d's hidden workload passed, the correctness
+# phase with --gpu-call-buffers; if both hold, make gpu_call_buffers the default; gpu_tests: the 6 not run on
+# this evaluator).
 # Round 8 (2026-12-02) measured, in 30 device
 # minutes of which ~10 went to finding the split's CUDA faults: 10 of 13 GPU tests and flash_attention_fwd's
 # candidates (one evaluation with 8 candidates: 263 s); plan ~40 minutes of device time for all of it.
@@ -85,6 +89,13 @@ run_profile() {
   step profile "$(limit profile 600)" python3 benchmarks/bench_round.py --out "$D/profile_round.json" --hidden \
     --profile-dir "$D/prof" --tasks ${PROFILE_TASKS:-softmax}
 }
+# profile_kernel: the same with the eager baseline only, on PROFILE_KERNEL_TASKS: what an evaluation costs on the
+# kernel's side, i.e. what a run with every other candidate served from the baseline cache pays.
+run_profile_kernel() {
+  step profile_kernel "$(limit profile_kernel 600)" python3 benchmarks/bench_round.py --out "$D/profile_kernel.json" \
+    --hidden --candidates eager --profile-dir "$D/prof" ${PROFILE_KERNEL_ARGS:-} \
+    --tasks ${PROFILE_KERNEL_TASKS:-rmsnorm_residual}
+}
 # sanitizer_probe: only when the memcheck GPU test did not pass in this round's gpu_tests.log: which part of the
 # host's containment (environment, descriptors, uid) keeps compute-sanitizer from hearing from it.
 run_sanitizer_probe() {
@@ -110,6 +121,17 @@ for name in PRELOAD:
         err = repr(exc)[:200]
     print(f"{name:28s} {time.perf_counter() - t0:6.2f} s  libcuda={loaded()} {err}", flush=True)
 '
+}
+# full: every task's reference, hidden workloads too, with the eager baseline only: the suite's wall time on the
+# kernel's side (issue 22 point 3: a run whose other candidates come from the baseline cache pays this), to
+# full_round.json. Skipped when FULL_NEEDS_GPU_BUFFERS is set and profile_kernel.json does not show the timed
+# batches in shared GPU memory (on host memory the run takes about an hour: round 12's profile).
+run_full() {
+  if [ -n "${FULL_NEEDS_GPU_BUFFERS:-}" ] && ! grep -q '"buffers": "gpu"' "$D/profile_kernel.json" 2>/dev/null; then
+    echo "== full skipped: profile_kernel did not run on shared GPU buffers" >>"$D/status"; return
+  fi
+  step full "$(limit full 1800)" python3 benchmarks/bench_round.py --out "$D/full_round.json" --hidden \
+    --candidates eager ${FULL_ARGS:-} --tasks ${FULL_TASKS:-$(ls tasks)}
 }
 run_floors() {
   step floors "$(limit floors 900)" python3 benchmarks/floor_microbench.py --out "$D/floors_h200.json"

@@ -5,9 +5,10 @@
 
 Sources, newest first where they overlap: ``benchmarks/data/h200_peers_round8.json`` (references against every
 baseline candidate, this evaluator), ``benchmarks/data/references_h200.json`` (the full 85-workload run and its
-reruns, eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_round11.json``,
-else ``h200_round10.json``, else ``benchmarks/data/h200_device_check_round8.json`` (GPU tests; round 11 also one
-softmax evaluation's phases before and after its evaluator changes), ``benchmarks/data/ablation_h200.json`` and
+reruns, eager and torch.compile only, the evaluator before the split), ``benchmarks/data/h200_round12.json``,
+else ``h200_round11.json``, ``h200_round10.json``, ``benchmarks/data/h200_device_check_round8.json`` (GPU tests;
+round 11 also one softmax evaluation's phases before and after its evaluator changes; round 12 the zero-rebuild
+figure, an eager-only evaluation before and after shared GPU buffers and a full run cut after 7 of 26 tasks), ``benchmarks/data/ablation_h200.json`` and
 ``benchmarks/data/timing_repeat_h200.json`` when they exist, and ``benchmarks/data/floors_h200.json`` (both floors of
 topk, histogram, spmv_csr and selective_scan: ``benchmarks/floor_microbench.py``). Every figure says where it comes
 from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is guessed.
@@ -61,7 +62,9 @@ def derived_floors(floors: dict[str, Any] | None, rows: dict[tuple[str, str], di
 def summarize(root: Path = HERE) -> dict[str, Any]:
     full = _load(root / "data" / "references_h200.json") or {}
     peers = _load(root / "data" / "h200_peers_round8.json") or {"tasks": {}}
-    check = _load(root / "data" / "h200_round11.json") or _load(root / "data" / "h200_round10.json") or \
+    r11 = _load(root / "data" / "h200_round11.json") or {}
+    r12 = _load(root / "data" / "h200_round12.json") or {}
+    check = r12 or r11 or _load(root / "data" / "h200_round10.json") or \
         _load(root / "data" / "h200_device_check_round8.json") or {}
     ablation = _load(root / "data" / "ablation_h200.json")
     repeat = _load(root / "data" / "timing_repeat_h200.json")
@@ -132,11 +135,20 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
     if g:
         out["gpu_tests"] = {"passed": len(g["passed"]), "total": g["total"], "failed": g.get("failed", []),
                             "not_run": g.get("not_run", []), "source": check.get("what", "")[:80]}
-    soft = check.get("softmax_evaluation")
+    soft = r11.get("softmax_evaluation")
     if soft:  # one evaluation of softmax (4 workloads + hidden, every candidate), before and after round 11's changes
         out["softmax_evaluation_s"] = {k: soft[k]["wall_s"] for k in ("before", "after")}
         out["softmax_evaluation_phases"] = {k: {**soft[k]["phases"], "detail": soft[k]["phase_detail"]}
                                             for k in ("before", "after")}
+    if r12:  # shared GPU buffers for timed batches: one eager-only evaluation before and after, a cut full run
+        k = r12["rmsnorm_residual_eager_only"]
+        out["rmsnorm_residual_eager_only_s"] = {x: k[x]["wall_s"] for x in ("before", "after")}
+        p = r12["full_run_partial"]
+        out["full_run_partial"] = {"tasks_done": p["tasks_done"], "tasks_total": p["tasks_total"], "wall_s": p["wall_s"],
+                                   "per_task_s": {t: v["wall_s"] for t, v in p["tasks"].items()},
+                                   "source": "h200_round12.json (eager baseline only, cut at 600 s)"}
+        out["cuda_reeval_build_s"] = r12.get("cuda_reeval_build_s")
+        out["cuda_reeval_source"] = r12.get("cuda_reeval_source")
     for key in ("cuda_reeval_build_s", "full_run_s", "timing_spread_max_pct"):
         if out[key] is None:
             out["missing"].append(key)

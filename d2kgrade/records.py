@@ -184,6 +184,9 @@ class Environment(Record):
     """Triton ran under TRITON_INTERPRET=1."""
     sandbox: str = ""
     """How the kernel host was isolated (its uid, namespaces, what could not be enforced), for the record."""
+    buffers: str = ""
+    """How timed batches' input sets and fetched outputs travelled between the evaluator and the kernel host:
+    ``gpu`` (shared GPU allocations, :mod:`runner.cuda_share`) or ``host memory`` and why (empty: untimed)."""
 
 
 class EvalResult(Record):

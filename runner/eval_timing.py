@@ -44,6 +44,11 @@ from runner.evaluator import PROFILE_SHARE, Stop
 PROBE_REPS = 3
 CHUNK_BYTES = 8 << 30
 """Outputs one batch may stage on the GPU (the host keeps a copy of every rep's outputs until the batch ends)."""
+FETCH_BYTES = 32 << 30
+FETCH_SHARE = 0.3
+"""GPU memory for the rows one verify step fetches into shared GPU buffers: at most this, and this share of the
+free memory (more: through the shared-memory slots, as without them; round 12's cross_entropy fetched 7 rows of
+2.1 GB through those, 0.9 s a verify step)."""
 CALIBRATION_REPS = (4, 32)
 """Reps of the calibration batches: far apart, so that the per-rep slope is well determined (its standard error
 at a 150-rep batch is 0.6x that of (8, 24) for about the same calibration time)."""
@@ -120,6 +125,12 @@ class Timer:
         self._profiled: dict[str, int] = {}
         self._sets: tuple[Any, list[list[Any]]] | None = None
         """The rotation whose input sets are registered with the host, and their buffers per set."""
+        self.on_device = False
+        """Input sets and fetched outputs travel in GPU buffers shared with the host (:mod:`runner.cuda_share`),
+        once :meth:`_probe_sharing` has shown that the host maps them; shared host memory otherwise."""
+        self.sharing: dict[str, Any] = {}
+        self._fetch: list[Any] = []
+        """GPU buffers the host copies a verify step's fetched rows into (kept for the workload's batches)."""
         self.cost: dict[str, float] = {}
         """The evaluator's own seconds per step, cumulative over the evaluation (sent with every calibration and
         timing message; the caller records the last as ``EvalResult.phase_detail``): where the calibration and
@@ -152,6 +163,7 @@ class Timer:
 
             ev.chan.send("ceilings", ceilings=measure_ceilings(ev.device))
         self.flush = flush_buffer(ev.device)
+        self.on_device = self._probe_sharing()
         cache = None
         if ev.device.type == "cuda" and ev.cfg.get("trusted_cache_dir") and self.t.get("baselines", True):
             from pathlib import Path
@@ -178,6 +190,44 @@ class Timer:
             import torch
 
             torch.cuda.empty_cache()
+
+    def _probe_sharing(self) -> bool:
+        """Whether the host maps the evaluator's GPU buffers and sees in one what the evaluator wrote: a buffer
+        of random bytes, registered, and its keyed checksum asked of the host (before any submission code runs;
+        a host that cannot, or a driver without exportable allocations, leaves the timing on shared memory)."""
+        from runner import cuda_share
+        from runner.huge_inputs import fingerprints
+        from runner.stats import derive_seed
+
+        ev = self.ev
+        if ev.device.type != "cuda" or not cuda_share.supported(ev.device):
+            self.sharing = {"on_device": False, "why": "no exportable CUDA allocations here"}
+            ev.chan.send("sharing", **self.sharing)
+            return False
+        torch = ev.torch
+        key = derive_seed(ev.seed, "sharing-probe")
+        gen = torch.Generator(device=ev.device).manual_seed(key)
+        pattern = torch.randint(-2**31, 2**31 - 1, (1 << 16,), dtype=torch.int32, device=ev.device, generator=gen)
+        t0 = time.perf_counter()
+        try:
+            ev._buf_id += 1
+            buf = cuda_share.DeviceBuffer.create(ev._buf_id, torch.int32, tuple(pattern.shape), ev.device)
+        except (cuda_share.CudaShareError, OSError, RuntimeError) as exc:
+            self.sharing = {"on_device": False, "why": f"creating a shared GPU buffer failed: {exc}"[:300]}
+            ev.chan.send("sharing", **self.sharing)
+            return False
+        try:
+            buf.tensor.copy_(pattern)
+            torch.cuda.synchronize(ev.device)
+            got = ev.host.register([buf], mirror=False)
+            ok = got == [buf.id] and ev.host.fingerprint([buf.id], key) == fingerprints([pattern], key).tolist()
+            ev.host.release(got)
+        finally:
+            buf.close()
+        self.sharing = {"on_device": ok, "probe_ms": 1e3 * (time.perf_counter() - t0),
+                        "why": "" if ok else "the kernel host did not map the probe buffer, or saw other bytes"}
+        ev.chan.send("sharing", **self.sharing)
+        return ok
 
     def _report_untimed(self) -> None:
         from runner.baselines import module_version
@@ -216,6 +266,7 @@ class Timer:
             verify.append(vms)
         with self._spent("buffers"):
             self.release_sets()
+            self.release_fetch()
         cal = fit_calibration(np.array(rows), np.array(ys))
         cal["verify_ms"] = max(verify)
         ev.chan.send("calibration", workload=wl.name, **cal, cost=dict(self.cost))
@@ -318,14 +369,44 @@ class Timer:
         self.release_sets()
         ev = self.ev
         huge = ev.huge(spec)
-        first = ev.new_buffers([(tuple(t.shape), t.dtype) for t in rot.contents[0]], contents=list(rot.contents[0]))
+        dev = self.on_device
+        first = ev.new_buffers([(tuple(t.shape), t.dtype) for t in rot.contents[0]], contents=list(rot.contents[0]),
+                               on_device=dev)
         set_bufs = [first]
         for content in rot.contents[1:]:
             own = [t for t, h in zip(content, huge, strict=True) if not h]
-            made = iter(ev.new_buffers([(tuple(t.shape), t.dtype) for t in own], contents=own) if own else [])
+            made = iter(ev.new_buffers([(tuple(t.shape), t.dtype) for t in own], contents=own, on_device=dev)
+                        if own else [])
             set_bufs.append([f if h else next(made) for f, h in zip(first, huge, strict=True)])
         self._sets = (rot, set_bufs)
         return set_bufs
+
+    def _fetch_buffers(self, spec: Any, rows: int) -> list[Any] | None:
+        """GPU buffers with at least ``rows`` rows per output for a verify step to copy into (None: the host copies
+        into the batch's shared-memory slots); kept while they are large enough, so a workload's batches reuse
+        them."""
+        ev = self.ev
+        if not self.on_device or not rows:
+            return None
+        if self._fetch and self._fetch[0].shape[0] >= rows:
+            return self._fetch
+        self.release_fetch()
+        out_bytes = sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
+        limit = min(FETCH_BYTES, FETCH_SHARE * ev.torch.cuda.mem_get_info(ev.device)[0])
+        if rows * out_bytes > limit:
+            return None
+        cap = max(rows, VERIFY_SAMPLE + 4) if max(rows, VERIFY_SAMPLE + 4) * out_bytes <= limit else rows
+        self._fetch = ev.new_buffers([((cap, *spec.shapes[t.name]), spec.dtypes[t.name]) for t in ev.task.outputs],
+                                     mirror=False, on_device=True)
+        return self._fetch
+
+    def release_fetch(self) -> None:
+        bufs, self._fetch = self._fetch, []
+        try:
+            self.ev.host.release([b.id for b in bufs])
+        finally:
+            for b in bufs:
+                b.close()
 
     def release_sets(self) -> None:
         """The host unmaps the current rotation's input sets, and so does the evaluator."""
@@ -389,14 +470,15 @@ class Timer:
                                    req["fingerprint_key"], reply.fingerprints)
             if reply.screened and null is None:
                 check.problems += list(reply.screened)
-            verify_ms = self._verify(wl, rot, reps, start, reply.batch_id, outs, check, null is not None, limit)
+            verify_ms = self._verify(wl, spec, rot, reps, start, reply.batch_id, outs, check, null is not None,
+                                     limit)
         finally:
             for b in outs:
                 b.close()
         return reply, wall, verify_ms
 
-    def _verify(self, wl: Any, rot: Any, reps: int, start: int, batch_id: int, outs: list[Any], check: Any,
-                null: bool, limit: float) -> float:
+    def _verify(self, wl: Any, spec: Any, rot: Any, reps: int, start: int, batch_id: int, outs: list[Any],
+                check: Any, null: bool, limit: float) -> float:
         """Checksums of every rep under a key drawn now, the first rep per input set and a secret sample in full
         (:mod:`runner.host_timing`); reps whose checksums differ from their set's first are fetched and checked in
         full too. Returns the milliseconds of the first verify step (the clock's second part)."""
@@ -415,7 +497,9 @@ class Timer:
         key = derive_seed(ev.seed, wl.name, "verify", batch_id)
         pending = [r for r in range(reps) if r not in full]
         t0 = time.perf_counter()
-        ver = ev.host.verify(batch_id, key, full, last=null or not pending, timeout_s=limit)
+        into = self._fetch_buffers(spec, len(full))
+        ver = ev.host.verify(batch_id, key, full, last=null or not pending, timeout_s=limit,
+                             into=[b.id for b in into] if into is not None else None)
         verify_ms = 1e3 * (time.perf_counter() - t0)
         self._spend("host_verify", verify_ms / 1e3)
         if len(ver.digests) != reps or any(len(d) != nout for d in ver.digests):
@@ -427,8 +511,12 @@ class Timer:
         if null:
             return verify_ms
 
+        rows = {r: j for j, r in enumerate(full)}
+
         def fetched(r: int) -> tuple[Any, ...]:
-            copies = tuple(o.tensor[r].to(ev.device, copy=True) for o in outs)  # private: what is checked
+            # Private copies, made after the host's reply: what is checked, whatever the host writes later.
+            copies = tuple(o.tensor[rows[r]].clone() for o in into) if into is not None else \
+                tuple(o.tensor[r].to(ev.device, copy=True) for o in outs)
             mine = [int(fingerprint(c, key + j)) for j, c in enumerate(copies)]
             if mine != ver.digests[r]:
                 ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksum of timed call {r} does not "
@@ -444,7 +532,10 @@ class Timer:
         differ = [r for r in pending if ver.digests[r] != ver.digests[first[content_of[r]]]]
         if pending:
             with self._spent("host_verify"):
-                again = ev.host.verify(batch_id, key, differ, last=True, timeout_s=limit)
+                into = self._fetch_buffers(spec, len(differ))
+                rows = {r: j for j, r in enumerate(differ)}
+                again = ev.host.verify(batch_id, key, differ, last=True, timeout_s=limit,
+                                       into=[b.id for b in into] if into is not None else None)
             if again.digests != ver.digests:
                 ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksums changed between two "
                          "verify steps of one batch", wl.name)
@@ -507,6 +598,7 @@ class Timer:
         ev._check_host("the wall-clock cross-check", wl.name)
         with self._spent("buffers"):
             self.release_sets()
+            self.release_fetch()
         ev.chan.send("timing", workload=wl.name, samples=samples, batch=cross.wall or {}, sets=rot.size,
                      checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
                      clock=self._clock(wl, samples, clock, verify_ms), cost=dict(self.cost))

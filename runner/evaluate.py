@@ -95,6 +95,10 @@ class EvalOptions:
     host_timing: bool = False
     """Tests only: run the timing path on a CPU with the host clock, so its plumbing is exercised without a GPU.
     The figures mean nothing and are never published."""
+    gpu_call_buffers: bool = False
+    """The correctness calls' inputs and outputs in shared GPU buffers too, as the timed batches' are once the
+    host maps them (:mod:`runner.cuda_share`); off by default until a GPU round has run it (the correctness phase
+    took 12-51 s of each evaluation in round 12's full run, on shared host memory)."""
     profile_dir: str | None = None
     """Benchmarks only: the evaluator (trusted; never the kernel host) runs under ``cProfile`` and writes its
     statistics to ``<profile_dir>/evaluator-<task>-<pid>.pstats`` (where its own seconds go, beside
@@ -292,7 +296,7 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         "workloads": entries, "trials": opts.trials, "hidden_trials": opts.hidden_trials,
         "rotation_range": list(opts.rotation_range) if opts.rotation_range else None, "ceilings": ceilings,
         "huge_input_bytes": opts.huge_input_bytes, "stall_s": stall, "driver": gpu["driver"] if gpu else None,
-        "profile_dir": opts.profile_dir,
+        "profile_dir": opts.profile_dir, "gpu_call_buffers": opts.gpu_call_buffers,
         "trusted_cache_dir": str(roofline.cache_dir() / "trusted"),
         "timing": {"enabled": do_timing, "target_s": opts.target_s, "min_reps": opts.min_reps,
                    "max_reps": opts.max_reps, "compile": opts.compile_baseline, "host_backend": opts.host_timing,
@@ -414,6 +418,9 @@ def _aggregate(result: EvalResult, task: Task, out: JobOutcome, chosen: list[Wor
                 roofline.save_ceilings(gpu["name"], ceilings)
         elif kind == "sandbox":
             result.environment = result.environment.model_copy(update={"sandbox": str(msg.get("description", ""))})
+        elif kind == "sharing":
+            how = "gpu" if msg.get("on_device") is True else f"host memory ({str(msg.get('why', ''))[:200]})"
+            result.environment = result.environment.model_copy(update={"buffers": how})
         elif kind == "task_fault":
             task_fault = str(msg.get("message", "the task failed"))
         elif kind == "baseline":

@@ -175,24 +175,46 @@ class Evaluator:
     # ------------------------------------------------------------------------------------------ buffers
 
     def new_buffers(self, shapes_dtypes: list[tuple[tuple[int, ...], Any]], *, mirror: bool = True,
-                    contents: list[Any] | None = None) -> list[Any]:
+                    contents: list[Any] | None = None, on_device: bool = False) -> list[Any]:
         """Shared buffers, registered with the host. ``mirror=False``: the host makes no GPU copy (a timed batch's
         output slots, which it fills from its own staging); ``contents``: written into the buffers before they are
-        registered, and uploaded by the host to its mirrors then (a timed batch's input sets)."""
+        registered, and uploaded by the host to its mirrors then (a timed batch's input sets); ``on_device``: GPU
+        buffers the host maps as they are (:mod:`runner.cuda_share`; only once the timer's probe has shown that
+        the host can)."""
+        from runner.cuda_share import DeviceBuffer
         from runner.shm import SharedBuffer
 
-        bufs = []
-        for shape, dtype in shapes_dtypes:
-            self._buf_id += 1
-            bufs.append(SharedBuffer.create(self._buf_id, dtype, shape))
-        for b, t in zip(bufs, contents, strict=True) if contents is not None else ():
-            b.tensor.copy_(t)
-        self.host.register(bufs, mirror=mirror, upload=contents is not None)
+        bufs: list[Any] = []
+        try:
+            for shape, dtype in shapes_dtypes:
+                self._buf_id += 1
+                bufs.append(DeviceBuffer.create(self._buf_id, dtype, shape, self.device) if on_device else
+                            SharedBuffer.create(self._buf_id, dtype, shape))
+            for b, t in zip(bufs, contents, strict=True) if contents is not None else ():
+                b.tensor.copy_(t)
+            if on_device:
+                self.torch.cuda.synchronize(self.device)  # the host's stream must see the contents
+            got = self.host.register(bufs, mirror=mirror, upload=contents is not None)
+        except BaseException:
+            for b in bufs:
+                b.close()
+            raise
+        if got != [b.id for b in bufs]:
+            for b in bufs:
+                b.close()
+            self._flag("protocol.malformed", f"the kernel host mapped buffers {got[:8]}, not the "
+                       f"{len(bufs)} it was given", self.current)
+            raise Stop
         return bufs
 
     def io_buffers(self, spec: Any) -> tuple[list[Any], list[Any]]:
-        ins = self.new_buffers([(spec.shapes[t.name], spec.dtypes[t.name]) for t in self.task.inputs])
-        outs = self.new_buffers([(spec.shapes[t.name], spec.dtypes[t.name]) for t in self.task.outputs])
+        """One call's shared inputs and output slots: on the GPU with ``gpu_call_buffers`` once the timer's probe
+        has shown that the host maps them (the kernel then gets the shared inputs themselves), else in shared host
+        memory."""
+        dev = self.timer.on_device and bool(self.cfg.get("gpu_call_buffers"))
+        ins = self.new_buffers([(spec.shapes[t.name], spec.dtypes[t.name]) for t in self.task.inputs], on_device=dev)
+        outs = self.new_buffers([(spec.shapes[t.name], spec.dtypes[t.name]) for t in self.task.outputs],
+                                on_device=dev)
         return ins, outs
 
     # ------------------------------------------------------------------------------------------ one call
@@ -207,6 +229,8 @@ class Evaluator:
             buf.tensor.copy_(t)
         for buf in outs:
             poison(buf.tensor)
+        if self.timer.on_device and self.cfg.get("gpu_call_buffers"):
+            self.torch.cuda.synchronize(self.device)  # the host's stream must see them
         self.current = wl
         huge = self.huge(spec)
         fp = None
@@ -360,9 +384,16 @@ class Evaluator:
             if passed:
                 self.timer.send_profile(wl)
         finally:
-            for ins, outs in self._io:
-                for b in (*ins, *outs):
-                    b.close()
+            bufs = [b for ins, outs in self._io for b in (*ins, *outs)]
+            if not self.host.dead:  # the host's maps (and, on the GPU, the memory) go with the workload
+                from runner.host_client import HostFailure
+
+                try:
+                    self.host.release([b.id for b in bufs])
+                except HostFailure:
+                    pass  # the failure is the host's; what it reported has been handled where it happened
+            for b in bufs:
+                b.close()
 
     def next_io(self) -> tuple[list[Any], list[Any]]:
         """The input and output buffers of the next call (the two sets in turn)."""

@@ -116,12 +116,16 @@ class HostClient:
         return self.request({"op": "load", "source": source, "sha": sha}, "loaded",  # type: ignore[no-any-return]
                             timeout_s=timeout_s)
 
-    def register(self, buffers: list[shm.SharedBuffer], *, mirror: bool = True, upload: bool = False) -> None:
+    def register(self, buffers: list[Any], *, mirror: bool = True, upload: bool = False) -> list[int]:
+        """Hand shared buffers (:class:`runner.shm.SharedBuffer` or :class:`runner.cuda_share.DeviceBuffer`) to
+        the host; returns the ids it says it mapped (a GPU buffer it could not map is left out)."""
         flags = {**({} if mirror else {"mirror": False}), **({"upload": True} if upload else {})}
+        got: list[int] = []
         for start in range(0, len(buffers), 200):
             part = buffers[start:start + 200]
-            self.request({"op": "buffers", "specs": [{**b.spec(), **flags} for b in part]}, "registered",
-                         fds=[b.fd for b in part])
+            got += self.request({"op": "buffers", "specs": [{**b.spec(), **flags} for b in part]}, "registered",
+                                fds=[b.fd for b in part]).ids
+        return got
 
     def release(self, ids: list[int]) -> None:
         """The host unmaps these buffers (the evaluator closes its own maps)."""
@@ -146,10 +150,14 @@ class HostClient:
         return self.request({**req, "op": "batch", "batch_id": bid}, "timed",  # type: ignore[no-any-return]
                             call_id=bid, timeout_s=timeout_s)
 
-    def verify(self, batch_id: int, key: int, full: list[int], *, last: bool = True,
+    def verify(self, batch_id: int, key: int, full: list[int], *, last: bool = True, into: list[int] | None = None,
                timeout_s: float | None = None) -> protocol.Verified:
-        return self.request({"op": "verify", "batch_id": batch_id, "key": key, "full": full,  # type: ignore
-                             "last": last}, "verified", call_id=batch_id, timeout_s=timeout_s)
+        """Checksums of every staged rep; the reps ``full`` copied to the batch's output slots or, with ``into``
+        (one GPU buffer per output), to rows 0, 1, ... of those."""
+        msg: dict[str, Any] = {"op": "verify", "batch_id": batch_id, "key": key, "full": full, "last": last}
+        if into is not None:
+            msg["into"] = into
+        return self.request(msg, "verified", call_id=batch_id, timeout_s=timeout_s)  # type: ignore[no-any-return]
 
     def fingerprint(self, ids: list[int], key: int) -> list[int]:
         reply = self.request({"op": "fingerprint", "ids": ids, "key": key}, "fingerprinted")

@@ -110,8 +110,9 @@ def run_batch(host: Any, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def verify(host: Any, req: dict[str, Any]) -> dict[str, Any]:
-    """Checksum every staged rep with ``req["key"]``, copy the rows ``req["full"]`` to the shared slots, and (with
-    ``req["last"]``) release the batch's buffers."""
+    """Checksum every staged rep with ``req["key"]``, copy the rows ``req["full"]`` to the shared slots (or, with
+    ``req["into"]``, to rows 0, 1, ... of the evaluator's GPU buffers), and (with ``req["last"]``) release the
+    batch's buffers."""
     import torch
 
     from runner.huge_inputs import fingerprint_rows
@@ -122,9 +123,13 @@ def verify(host: Any, req: dict[str, Any]) -> dict[str, Any]:
     per_output = [fingerprint_rows(st, key + j) for j, st in enumerate(staged)]
     digests = [[col[r] for col in per_output] for r in range(reps)]
     if host.device.type == "cuda":
-        for r in req.get("full", []):
-            for slot, st in zip(slots, staged, strict=True):
-                slot.tensor[r].copy_(st[r])
+        into = [host.buffers[i] for i in req["into"]] if req.get("into") is not None else None
+        for j, r in enumerate(req.get("full", [])):
+            for k, st in enumerate(staged):
+                if into is not None:  # the evaluator's GPU buffers (runner.cuda_share): row j, on the device
+                    into[k].tensor[j].copy_(st[r])
+                else:
+                    slots[k].tensor[r].copy_(st[r])
         torch.cuda.synchronize()
     if req.get("last", True):
         host.staged = None

@@ -92,7 +92,8 @@ class Host:
         except ImportError:
             pass
         if self.cuda:
-            names += ["torch.utils.cpp_extension", "triton.compiler", "triton.backends.nvidia.compiler"]
+            names += ["torch.utils.cpp_extension", "triton.compiler", "triton.backends.nvidia.compiler",
+                      "runner.cuda_share"]
         else:
             names += ["triton.runtime.interpreter"]
         for name in names:
@@ -184,26 +185,43 @@ class Host:
         from runner.inputs import dtype_from_name
 
         specs = req["specs"]
+        mapped = []
         for spec, fd in zip(specs, fds, strict=True):
             old = self.buffers.pop(spec["id"], None)
             if old is not None:
                 old.close()
             self.mirrors.pop(spec["id"], None)
-            buf = shm.SharedBuffer.attach(spec["id"], dtype_from_name(spec["dtype"]), tuple(spec["shape"]), fd)
+            dtype, shape = dtype_from_name(spec["dtype"]), tuple(spec["shape"])
+            if spec.get("cuda"):  # a GPU buffer of the evaluator's: the kernel's view is the buffer itself
+                from runner.cuda_share import CudaShareError, DeviceBuffer
+
+                if not self.cuda:
+                    os.close(fd)
+                    continue  # left out of the reply: the evaluator falls back to shared host memory
+                try:
+                    dbuf = DeviceBuffer.attach(spec["id"], dtype, shape, fd, self.device)  # closes fd
+                except (CudaShareError, OSError, RuntimeError, ValueError):
+                    continue
+                self.buffers[dbuf.id] = dbuf  # type: ignore[assignment]
+                self.mirrors[dbuf.id] = dbuf.tensor
+                mapped.append(dbuf.id)
+                continue
+            buf = shm.SharedBuffer.attach(spec["id"], dtype, shape, fd)
             self.buffers[buf.id] = buf
+            mapped.append(buf.id)
             if self.cuda and spec.get("mirror", True):
                 self.mirrors[buf.id] = self.torch.empty(buf.shape, dtype=buf.dtype, device=self.device)
                 if spec.get("upload"):
                     self.mirrors[buf.id].copy_(buf.tensor)
         if self.cuda:
             self.torch.cuda.synchronize()
-        self._send({"kind": "registered", "ids": [s["id"] for s in specs]})
+        self._send({"kind": "registered", "ids": mapped})
 
     def release(self, ids: list[int]) -> None:
         """Unmap these buffers and drop their GPU mirrors (``release``, and the end of a verified batch)."""
         for i in ids:
             buf = self.buffers.pop(i, None)
-            self.mirrors.pop(i, None)
+            self.mirrors.pop(i, None)  # before the close: a GPU buffer's mirror is its own tensor
             if buf is not None:
                 buf.close()
 

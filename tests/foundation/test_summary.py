@@ -34,10 +34,16 @@ def test_summary_has_every_headline_and_they_agree() -> None:
     fa = {k: v for k, v in s["best_baseline_by_workload"].items() if k.startswith("flash_attention_fwd:")}
     assert len(fa) == 4 and {v["best"] for v in fa.values()} == {"sdpa_cudnn"}
     assert s["gpu_tests"]["passed"] <= s["gpu_tests"]["total"]
-    r11 = json.loads((ROOT / "benchmarks" / "data" / "h200_round11.json").read_text())
-    g = r11["gpu_tests_structured"]
+    r12 = json.loads((ROOT / "benchmarks" / "data" / "h200_round12.json").read_text())
+    g = r12["gpu_tests_structured"]
     assert s["gpu_tests"]["passed"] == len(g["passed"]) and set(s["gpu_tests"]["failed"]) == set(g["failed"])
     assert not set(g["passed"]) & set(g["failed"]) and len(g["passed"]) + len(g["failed"]) == g["total"]
+    assert set(g["latest"]) == {*g["passed"], *g["failed"]}  # one latest result per test, each counted once
+    # The cut full run of round 12: its per-task walls add up to (at most) its total.
+    p = s["full_run_partial"]
+    assert p["tasks_done"] == len(p["per_task_s"]) < p["tasks_total"]
+    assert sum(p["per_task_s"].values()) <= p["wall_s"] + 1.0
+    assert s["rmsnorm_residual_eager_only_s"]["after"] < s["rmsnorm_residual_eager_only_s"]["before"]
     # One softmax evaluation before and after round 11's evaluator changes: the phases add up to the wall time.
     for k in ("before", "after"):
         ph = s["softmax_evaluation_phases"][k]

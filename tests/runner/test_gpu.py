@@ -43,6 +43,7 @@ def test_honest_kernel_timed_against_live_baselines() -> None:
     assert w.speedup_best == pytest.approx(min(b.time.median_ms for b in w.baselines) / w.time.median_ms)
     # The kernel host ran as its own uid, with the GPU; the evaluator's clock agreed with its events.
     assert r.environment.sandbox.startswith("kernel host as uid"), r.environment.sandbox
+    assert r.environment.buffers == "gpu", r.environment.buffers  # sets and fetched rows in shared GPU memory
     assert w.evaluator_ms is not None and "timing.untrusted" not in {f.code for f in r.flags}
     again = run("softmax", HONEST / "rows_per_program.py", ["short_rows_fp32"], compile_baseline=True)
     assert all(b.cached for b in again.workloads[0].baselines), again.workloads[0].baselines  # the baseline cache

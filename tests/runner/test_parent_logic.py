@@ -115,6 +115,14 @@ def test_profile_verdicts() -> None:
         "profile.library_kernel", "profile.no_own_kernel"]
     assert codes({"ops": {}, "kernels": {"_softmax_kernel": {"us": 10},
                                          "elementwise_kernel<copy>": {"us": 90}}}) == ["profile.foreign_kernels"]
+    # An autotuned kernel's first call: Triton clears L2 with zero_ before each timed run of each config. The fills
+    # write constants (no share of the work); a copy or a computing kernel of the same length still counts.
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >"
+    assert codes({"ops": {}, "kernels": {"_softmax_kernel": {"us": 120}, fill: {"us": 200}}}) == []
+    flagged = judge({"ops": {}, "kernels": {"_softmax_kernel": {"us": 120}, fill: {"us": 200},
+                                            "elementwise_kernel<copy>": {"us": 150}}}, **kw)
+    assert [f.code for f in flagged] == ["profile.foreign_kernels"]
+    assert "120 of 270 us" in flagged[0].message and "elementwise_kernel<copy> (150 us)" in flagged[0].message
     gemm = {"ops": {}, "kernels": {"my_gemm": {"us": 90}, "sm90_xmma_gemm_bf16": {"us": 5}}}
     assert codes(gemm, own_names=["my_gemm"]) == ["profile.library_kernel"]
     assert codes(gemm, own_names=["my_gemm"], allowed_library_ops=["sm90_xmma"]) == []
