@@ -156,3 +156,15 @@ def test_cuda_submission_builds_once() -> None:
     assert cuda_cache.prebuild(src)["cached"]
     assert second.prebuild_s == 0.0 and second.import_s is not None and second.import_s < 5.0, second.import_s
     print(f"CUDA submission: first evaluation {t_first:.1f} s (build included), second {t_second:.1f} s")
+
+
+def test_correctness_calls_on_gpu_buffers() -> None:
+    # EvalOptions.gpu_call_buffers: the kernel gets the shared GPU inputs themselves, so a write to them must still
+    # be seen (the evaluator's private copy after the reply), and an honest kernel must still pass.
+    honest = run("softmax", HONEST / "rows_per_program.py", ["short_rows_fp32"], hidden=True, gpu_call_buffers=True)
+    assert honest.status == "passed", honest.message + honest.log[-3000:]
+    assert honest.environment.buffers == "gpu", honest.environment.buffers
+    mutated = run("softmax", ADV / "mutate_input.py", ["rows_4k"], tripwires=False, gpu_call_buffers=True)
+    assert mutated.status == "rejected" and "input_mutated" in {f.code for f in mutated.flags}, mutated.message
+    cached = run("softmax", ADV / "cache_pointer.py", ["rows_4k"], tripwires=False, gpu_call_buffers=True)
+    assert cached.status in ("incorrect", "rejected"), cached.message
