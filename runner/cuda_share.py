@@ -187,6 +187,7 @@ class DeviceBuffer:
             buf.fd = fd.value
             buf._map()
             buf.tensor.zero_()
+            torch.cuda.synchronize(device)  # done before the host can write: its stream is not ordered with ours
         except BaseException:
             buf.close()
             raise
