@@ -20,8 +20,8 @@ likes, so the evaluator reads nothing from one but through a private copy made a
 never shares a tensor it trusts (sets are clones of the evaluator's own input sets).
 
 Only on CUDA with a driver that supports it (:func:`supported`); the evaluator also checks, with a probe buffer,
-that the host sees what it wrote (:meth:`runner.evaluator.Evaluator.probe_device_sharing`) and falls back to
-shared host memory otherwise.
+that the host sees what it wrote (:meth:`runner.eval_timing.Timer._probe_sharing`) and falls back to shared host
+memory otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from runner.shm import tensor_nbytes
 
 _ALLOCATION_PINNED = 1
 _HANDLE_POSIX_FD = 1
@@ -167,17 +169,18 @@ class DeviceBuffer:
 
     @property
     def nbytes(self) -> int:
-        n = torch.empty((), dtype=self.dtype).element_size()
-        for d in self.shape:
-            n *= int(d)
-        return n
+        return tensor_nbytes(self.shape, self.dtype)
+
+    def _round_up(self) -> None:
+        """``size``: ``nbytes`` rounded up to the driver's granularity (at least one granule)."""
+        g = _granule(self.device)
+        self.size = max(g, (self.nbytes + g - 1) // g * g)
 
     @classmethod
     def create(cls, buf_id: int, dtype: torch.dtype, shape: tuple[int, ...], device: torch.device) -> DeviceBuffer:
         """A new zero-filled buffer on ``device`` and its descriptor (evaluator side)."""
         buf = cls(buf_id, dtype, tuple(int(d) for d in shape), device)
-        g = _granule(device)
-        buf.size = max(g, (buf.nbytes + g - 1) // g * g)
+        buf._round_up()
         handle = ctypes.c_uint64()
         _check("cuMemCreate", ctypes.byref(handle), buf.size, ctypes.byref(_prop(device)), 0)
         buf._handle = int(handle.value)
@@ -202,8 +205,7 @@ class DeviceBuffer:
             handle = ctypes.c_uint64()
             _check("cuMemImportFromShareableHandle", ctypes.byref(handle), ctypes.c_void_p(fd), _HANDLE_POSIX_FD)
             buf._handle = int(handle.value)
-            g = _granule(device)
-            buf.size = max(g, (buf.nbytes + g - 1) // g * g)
+            buf._round_up()
             buf._map()
         except BaseException:
             buf.close()

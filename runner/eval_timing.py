@@ -128,7 +128,6 @@ class Timer:
         self.on_device = False
         """Input sets and fetched outputs travel in GPU buffers shared with the host (:mod:`runner.cuda_share`),
         once :meth:`_probe_sharing` has shown that the host maps them; shared host memory otherwise."""
-        self.sharing: dict[str, Any] = {}
         self._fetch: list[Any] = []
         """GPU buffers the host copies a verify step's fetched rows into (kept for the workload's batches)."""
         self.cost: dict[str, float] = {}
@@ -194,28 +193,29 @@ class Timer:
     def _probe_sharing(self) -> bool:
         """Whether the host maps the evaluator's GPU buffers and sees in one what the evaluator wrote: a buffer
         of random bytes, registered, and its keyed checksum asked of the host (before any submission code runs;
-        a host that cannot, or a driver without exportable allocations, leaves the timing on shared memory)."""
+        a host that cannot, or a driver without exportable allocations, leaves the timing on shared memory).
+        The caller hears the outcome (``sharing``: ``EvalResult.environment.buffers``)."""
+        ok, why = self._try_sharing()
+        self.ev.chan.send("sharing", on_device=ok, why=why)
+        return ok
+
+    def _try_sharing(self) -> tuple[bool, str]:
         from runner import cuda_share
         from runner.huge_inputs import fingerprints
         from runner.stats import derive_seed
 
         ev = self.ev
         if ev.device.type != "cuda" or not cuda_share.supported(ev.device):
-            self.sharing = {"on_device": False, "why": "no exportable CUDA allocations here"}
-            ev.chan.send("sharing", **self.sharing)
-            return False
+            return False, "no exportable CUDA allocations here"
         torch = ev.torch
         key = derive_seed(ev.seed, "sharing-probe")
         gen = torch.Generator(device=ev.device).manual_seed(key)
         pattern = torch.randint(-2**31, 2**31 - 1, (1 << 16,), dtype=torch.int32, device=ev.device, generator=gen)
-        t0 = time.perf_counter()
         try:
             ev._buf_id += 1
             buf = cuda_share.DeviceBuffer.create(ev._buf_id, torch.int32, tuple(pattern.shape), ev.device)
         except (cuda_share.CudaShareError, OSError, RuntimeError) as exc:
-            self.sharing = {"on_device": False, "why": f"creating a shared GPU buffer failed: {exc}"[:300]}
-            ev.chan.send("sharing", **self.sharing)
-            return False
+            return False, f"creating a shared GPU buffer failed: {exc}"[:300]
         try:
             buf.tensor.copy_(pattern)
             torch.cuda.synchronize(ev.device)
@@ -224,10 +224,7 @@ class Timer:
             ev.host.release(got)
         finally:
             buf.close()
-        self.sharing = {"on_device": ok, "probe_ms": 1e3 * (time.perf_counter() - t0),
-                        "why": "" if ok else "the kernel host did not map the probe buffer, or saw other bytes"}
-        ev.chan.send("sharing", **self.sharing)
-        return ok
+        return ok, "" if ok else "the kernel host did not map the probe buffer, or saw other bytes"
 
     def _report_untimed(self) -> None:
         from runner.baselines import module_version
@@ -391,11 +388,12 @@ class Timer:
         if self._fetch and self._fetch[0].shape[0] >= rows:
             return self._fetch
         self.release_fetch()
-        out_bytes = sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
+        out_bytes = _out_bytes(ev, spec)
         limit = min(FETCH_BYTES, FETCH_SHARE * ev.torch.cuda.mem_get_info(ev.device)[0])
         if rows * out_bytes > limit:
             return None
-        cap = max(rows, VERIFY_SAMPLE + 4) if max(rows, VERIFY_SAMPLE + 4) * out_bytes <= limit else rows
+        cap = max(rows, VERIFY_SAMPLE + 4)  # room for any later verify step of the workload, where it fits
+        cap = cap if cap * out_bytes <= limit else rows
         self._fetch = ev.new_buffers([((cap, *spec.shapes[t.name]), spec.dtypes[t.name]) for t in ev.task.outputs],
                                      mirror=False, on_device=True)
         return self._fetch
@@ -571,7 +569,7 @@ class Timer:
         pad = pad_for(probe.host_ms_per_rep)
         reps = choose_reps((per_rep_ms + pad + self._overhead(wl)) / 1e3, t["target_s"], t["min_reps"],
                            t["max_reps"])
-        out_bytes = sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
+        out_bytes = _out_bytes(ev, spec)
         chunk = max(1, min(reps, int(CHUNK_BYTES // max(out_bytes, 1))))
         samples: list[float] = []
         clock: list[tuple[int, float, float]] = []
@@ -650,12 +648,14 @@ def ev_recheck(ev: Any, spec: Any, rot: Any, previous: Any = None) -> Any:
 
 
 def _nbytes(shape: Any, dtype: Any) -> int:
-    import torch
+    from runner.shm import tensor_nbytes
 
-    n = torch.empty((), dtype=dtype).element_size()
-    for d in shape:
-        n *= int(d)
-    return n
+    return tensor_nbytes(shape, dtype)
+
+
+def _out_bytes(ev: Any, spec: Any) -> int:
+    """Bytes of one call's outputs."""
+    return sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
 
 
 __all__ = ["Timer", "clock_estimate", "ev_recheck", "fit_calibration", "untrusted_margin"]

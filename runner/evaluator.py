@@ -211,11 +211,15 @@ class Evaluator:
         """One call's shared inputs and output slots: on the GPU with ``gpu_call_buffers`` once the timer's probe
         has shown that the host maps them (the kernel then gets the shared inputs themselves), else in shared host
         memory."""
-        dev = self.timer.on_device and bool(self.cfg.get("gpu_call_buffers"))
+        dev = self._gpu_calls()
         ins = self.new_buffers([(spec.shapes[t.name], spec.dtypes[t.name]) for t in self.task.inputs], on_device=dev)
         outs = self.new_buffers([(spec.shapes[t.name], spec.dtypes[t.name]) for t in self.task.outputs],
                                 on_device=dev)
         return ins, outs
+
+    def _gpu_calls(self) -> bool:
+        """Whether the correctness calls' buffers are shared GPU buffers (see :meth:`io_buffers`)."""
+        return self.timer.on_device and bool(self.cfg.get("gpu_call_buffers"))
 
     # ------------------------------------------------------------------------------------------ one call
 
@@ -229,7 +233,7 @@ class Evaluator:
             buf.tensor.copy_(t)
         for buf in outs:
             poison(buf.tensor)
-        if self.timer.on_device and self.cfg.get("gpu_call_buffers"):
+        if self._gpu_calls():
             self.torch.cuda.synchronize(self.device)  # the host's stream must see them
         self.current = wl
         huge = self.huge(spec)

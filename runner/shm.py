@@ -38,10 +38,7 @@ class SharedBuffer:
 
     @property
     def nbytes(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= int(d)
-        return n * torch.empty((), dtype=self.dtype).element_size()
+        return tensor_nbytes(self.shape, self.dtype)
 
     @classmethod
     def create(cls, buf_id: int, dtype: torch.dtype, shape: tuple[int, ...]) -> SharedBuffer:
@@ -93,6 +90,14 @@ class SharedBuffer:
             self.fd = -1
 
 
+def tensor_nbytes(shape: Any, dtype: torch.dtype) -> int:
+    """Bytes of a contiguous tensor of ``shape`` and ``dtype``."""
+    n = torch.empty((), dtype=dtype).element_size()
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 def _mapped_size(nbytes: int) -> int:
     return max(PAGE, (nbytes + PAGE - 1) // PAGE * PAGE)
 
@@ -125,4 +130,4 @@ def recv(sock: socket.socket, max_fds: int = 0) -> tuple[bytes, list[int]]:
     return sock.recv(MAX_MESSAGE + 1), []
 
 
-__all__ = ["SharedBuffer", "socket_pair", "send", "recv"]
+__all__ = ["SharedBuffer", "socket_pair", "send", "recv", "tensor_nbytes"]
