@@ -48,6 +48,53 @@ def _nvml() -> dict[str, Any]:
     return dict(zip(keys, [v.strip() for v in out.split(",")], strict=False))
 
 
+SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+"""NVML's clock-event reasons that slow a busy GPU: software power cap, hardware slowdown, software and hardware
+thermal slowdown, power brake (idle, application clocks and display clocks are not slowdowns)."""
+CLOCK_MOVED_PCT = 2.0
+
+
+class ClockSampler:
+    """nvidia-smi every 200 ms during one evaluation: the SM clock and clock-event reasons while the GPU was busy,
+    and whether they moved (``moved``: a slowdown reason seen, or busy SM clocks more than 2% apart)."""
+
+    def __enter__(self) -> ClockSampler:
+        try:
+            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=utilization.gpu,clocks.sm,clocks_throttle_reasons.active",
+                 "--format=csv,noheader,nounits", "-lms", "200"], stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.proc = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lines: list[str] = []
+        if self.proc is not None:
+            self.proc.terminate()
+            out, _ = self.proc.communicate(timeout=20)
+            self.lines = out.splitlines()
+
+    def summary(self) -> dict[str, Any]:
+        busy: list[tuple[int, int]] = []
+        for line in getattr(self, "lines", []):
+            try:
+                util, mhz, reasons = (v.strip() for v in line.split(","))
+                if int(util) > 0:
+                    busy.append((int(mhz), int(reasons, 16)))
+            except ValueError:
+                continue
+        if not busy:
+            return {"samples": 0}
+        mhz = [m for m, _ in busy]
+        seen = 0
+        for _, r in busy:
+            seen |= r
+        return {"samples": len(busy), "sm_mhz_min": min(mhz), "sm_mhz_max": max(mhz),
+                "reasons_seen": hex(seen), "slowdown": bool(seen & SLOWDOWN_MASK),
+                "moved": bool(seen & SLOWDOWN_MASK) or 100 * (max(mhz) - min(mhz)) / min(mhz) > CLOCK_MOVED_PCT}
+
+
 def _profile_dir(d: Path | None) -> str | None:
     if d is None:
         return None
@@ -91,7 +138,8 @@ def summarize(r: Any) -> dict[str, Any]:
 
 def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per workload, the spread of the medians over repeated evaluations ((max - min) / min, %), for the kernel
-    and for every candidate: a speedup is a ratio of both."""
+    and for every candidate (a speedup is a ratio of both), and the evaluations whose clocks moved
+    (:class:`ClockSampler`)."""
     out: dict[str, Any] = {}
     names = {w["name"] for r in runs for w in r.get("workloads", []) if w.get("median_ms")}
     for name in sorted(names):
@@ -107,7 +155,8 @@ def spread(runs: list[dict[str, Any]]) -> dict[str, Any]:
                         series.setdefault(b["name"], []).append(b["median_ms"])
         pct = {k: 100 * (max(v) - min(v)) / min(v) for k, v in series.items() if len(v) > 1}
         if pct:
-            out[name] = {"spread_pct": max(pct.values()), "by": pct, "runs": len(runs)}
+            out[name] = {"spread_pct": max(pct.values()), "by": pct, "runs": len(runs),
+                         "clocks_moved": [i for i, r in enumerate(runs) if r.get("clocks", {}).get("moved")]}
     return out
 
 
@@ -122,8 +171,8 @@ def main() -> None:
     ap.add_argument("--target-s", type=float, default=0.4)
     ap.add_argument("--live-baselines", action="store_true")
     ap.add_argument("--timeout-s", type=float, default=900.0)
-    ap.add_argument("--gpu-call-buffers", action="store_true",
-                    help="correctness calls through shared GPU buffers too (EvalOptions.gpu_call_buffers)")
+    ap.add_argument("--host-call-buffers", action="store_true",
+                    help="correctness calls through shared host memory (EvalOptions.gpu_call_buffers off)")
     ap.add_argument("--profile-dir", type=Path, default=None,
                     help="run the evaluator under cProfile; per evaluation, its top functions to "
                          "<dir>/profile-<task>-<i>.txt (the .pstats beside it)")
@@ -144,13 +193,15 @@ def main() -> None:
         for i in range(args.repeat):
             before = _nvml()
             t0 = time.time()
+            clocks = ClockSampler()
             try:
-                r = run_evaluation(task, ROOT / "references" / task / "triton.py", device="cuda", seed=1000 + i,
-                                   hidden=args.hidden, timeout_s=args.timeout_s,
-                                   options=EvalOptions(candidates=tuple(names) if names is not None else None,
-                                                       target_s=args.target_s, live_baselines=live,
-                                                       profile_dir=_profile_dir(args.profile_dir),
-                                                       gpu_call_buffers=args.gpu_call_buffers))
+                with clocks:
+                    r = run_evaluation(task, ROOT / "references" / task / "triton.py", device="cuda", seed=1000 + i,
+                                       hidden=args.hidden, timeout_s=args.timeout_s,
+                                       options=EvalOptions(candidates=tuple(names) if names is not None else None,
+                                                           target_s=args.target_s, live_baselines=live,
+                                                           profile_dir=_profile_dir(args.profile_dir),
+                                                           gpu_call_buffers=not args.host_call_buffers))
                 s = summarize(r)
                 if args.profile_dir:
                     _profile_text(args.profile_dir, f"{task}-{i}")
@@ -158,6 +209,7 @@ def main() -> None:
                 s = {"status": "error", "message": f"{type(exc).__name__}: {exc}"[:2000]}
             s["elapsed_s"] = time.time() - t0
             s["nvml_before"], s["nvml_after"] = before, _nvml()
+            s["clocks"] = clocks.summary()
             runs.append(s)
             doc["tasks"][task] = runs
             doc["total_wall_s"] = time.time() - t_start

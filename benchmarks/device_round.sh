@@ -19,6 +19,10 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 13 (2026-12-02, runs/round13): the correctness calls on shared GPU buffers (bench_round; --host-call-buffers
+# for the old path), a 25 ms warm-up (was 100), chunks of up to 32 GB of outputs within 30% of free memory (was
+# 8 GB), the evaluator's Triton cache kept across evaluations and the host's seeded with the harness kernels:
+#   STEPS="full gpu_tests repeat" LIMIT_full=700
 # Round 12 (2026-12-02, h200_round12.json) moved timed batches onto shared GPU buffers (runner/cuda_share.py):
 # rmsnorm_residual's eager-only evaluation 218.6 s -> 46.1 s. Round 13 should first run what round 12 changed
 # after its last GPU call (the 32 GB fetch limit, constant fills out of the profile fraction, the correctness

@@ -266,7 +266,7 @@ def audit_task(task_id: str, kernel_path: Path, seed: int, device: str = "cuda",
 
 ROTATION_SALT, ROTATION_TAG = "timing", "0"
 """``Timer.time_submission``'s first rotation: ``rotation(wl, spec, "timing", "0")``; later chunks of a batch
-larger than ``CHUNK_BYTES`` of outputs (8 GB: none of gemm_bf16's) draw again with the tag ``str(done)``."""
+larger than ``CHUNK_BYTES`` of outputs (32 GB: none of gemm_bf16's) draw again with the tag ``str(done)``."""
 
 
 def parse_seeds(text: str, base: int = 0) -> range:

@@ -130,7 +130,7 @@ def _measure(ev: Any, wl: Any, spec: Any, cand: Any, fn: Any, flush: Any) -> dic
     import torch
 
     from runner.checks import judge
-    from runner.timing import timed_reps
+    from runner.timing import WARMUP_MS, timed_reps
 
     rec: dict[str, Any] = {}
     scalars = spec.scalars
@@ -155,7 +155,7 @@ def _measure(ev: Any, wl: Any, spec: Any, cand: Any, fn: Any, flush: Any) -> dic
         reps, pad = ev.timer.probe_local(call, rot)
         first = rot.size + ev.timer.PROBE_REPS
         rec["samples"] = timed_reps(call, rot, reps, flush, start_rep=first,
-                                    warmup_ms=float(ev.cfg["timing"].get("warmup_ms", 100.0)), pad_ms=pad)
+                                    warmup_ms=float(ev.cfg["timing"].get("warmup_ms", WARMUP_MS)), pad_ms=pad)
         del rot
     except Exception as exc:  # noqa: BLE001 - a candidate that raises is reported, never fatal
         rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}"[:500])

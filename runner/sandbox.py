@@ -188,6 +188,9 @@ class JobSpec:
     """More of the kernel host's configuration (test knobs)."""
     launcher: list[str] = field(default_factory=list)
     """A command the spawned job leader runs under (``compute-sanitizer --tool memcheck ...``); spawn mode only."""
+    triton_cache: str | None = None
+    """The evaluator's own Triton cache, kept across jobs (a trusted folder the host may not read; None: a fresh
+    one per job). The host's fresh cache starts as a copy of its harness kernels (:func:`seed_triton_cache`)."""
 
 
 @dataclass
@@ -293,6 +296,8 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
     workdir = private_tempdir("eval")
     uid = containment.pick_uid() if containment.is_root() else None
     host_dir = _host_dir()
+    if spec.triton_cache:
+        seed_triton_cache(Path(spec.triton_cache), host_dir / ".triton")
     sandbox_note = f"kernel host as uid {uid}" if uid else containment.protect_self()
     if uid:
         for folder in [host_dir, *map(Path, spec.host_write)]:
@@ -300,7 +305,7 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
             containment.own_tree(folder, uid)
         os.chmod(host_dir, 0o700)
     job_env = {"HOME": str(workdir), "TMPDIR": str(workdir), "PYTHONDONTWRITEBYTECODE": "1",
-               "TRITON_CACHE_DIR": str(workdir / ".triton"), **spec.env}
+               "TRITON_CACHE_DIR": spec.triton_cache or str(workdir / ".triton"), **spec.env}
     host_env = {**scrub_env(os.environ), **_device_env(spec.device), "HOME": str(host_dir), "TMPDIR": str(host_dir),
                 "PYTHONDONTWRITEBYTECODE": "1", "TRITON_CACHE_DIR": str(host_dir / ".triton"),
                 "TORCHINDUCTOR_CACHE_DIR": str(host_dir / ".inductor"), **spec.env, **spec.host_env}
@@ -376,6 +381,48 @@ def run_job(spec: JobSpec, mode: str | None = None) -> JobOutcome:
 def _host_tmp_root() -> Path:
     """Where kernel-host temp folders go: a folder every uid can enter (the caller's TMPDIR may be private)."""
     return Path("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
+
+
+HARNESS_KERNELS = ("_warmup_kernel", "digest_kernel")
+"""The Triton kernels the kernel host itself compiles (runner.warmup_kernel, runner.huge_inputs)."""
+SEED_MAX_BYTES = 64 << 20
+
+
+def seed_triton_cache(src: Path, dst: Path) -> int:
+    """Copy the trusted cache's entries of the harness kernels and of Triton's compiled helper modules (launchers,
+    ``cuda_utils``) into a new host's Triton cache, so that the host does not compile them again (about 2 s an
+    evaluation on the H200). The host gets copies: what it writes to its cache stays in its own folder. An entry
+    is one folder per cache key (Triton's FileCacheManager); an entry holding anything else is left out, and so
+    is the rest once :data:`SEED_MAX_BYTES` are copied. Returns the entries copied."""
+    try:
+        entries = sorted(p for p in src.iterdir() if p.is_dir())
+    except OSError:
+        return 0
+    copied, total = 0, 0
+    for entry in entries:
+        try:
+            files = [f for f in entry.iterdir() if f.is_file() and not f.name.startswith(".")]
+            if not files or not all(_harness_file(f.name) for f in files):
+                continue
+            size = sum(f.stat().st_size for f in files)
+            if total + size > SEED_MAX_BYTES:
+                break
+            out = dst / entry.name
+            out.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copyfile(f, out / f.name)
+        except OSError:
+            continue  # an entry being written by another evaluator now: the host compiles it itself
+        copied += 1
+        total += size
+    return copied
+
+
+def _harness_file(name: str) -> bool:
+    if name.endswith(".so"):
+        return name.startswith(("__triton_launcher", "cuda_utils"))
+    stem = name.removeprefix("__grp__").split(".", 1)[0]
+    return stem in HARNESS_KERNELS
 
 
 def _host_dir() -> Path:

@@ -3,7 +3,7 @@
 The timed calls of one function run as one batch, queued back to back with a single synchronize at the end
 (:func:`timed_reps`)::
 
-    warm-up: ~100 ms of L2 flushes, so the GPU is busy before the first timed call
+    warm-up: ~25 ms of L2 flushes, so the GPU is busy before the first timed call
     per rep r, all queued without a host sync:
         prepare: copy a pre-generated input set into this rep's buffers     (outside the timed region)
         flush.zero_()                                                        (evict L2: a 256 MB+ write, >= 4x L2)
@@ -58,9 +58,10 @@ import torch
 from runner.trials import bad_output, output_tuple, poison
 
 FLUSH_MIN_BYTES = 256 << 20
-WARMUP_MS = 100.0
+WARMUP_MS = 25.0
 """GPU work queued before the timed calls (see :func:`warm_up`): insurance against a GPU that idled long enough to
-drop its clock (345 MHz idle on the H200); ~1 s per evaluation of four workloads."""
+drop its clock (345 MHz idle on the H200). 100 ms until round 13: that was about 12 batches a workload, 1.2 s, and
+the timing study could not tell a warm-up from none at idle gaps of 0.3 s, longer than those between batches."""
 PAD_FACTOR = 1.5
 MAX_PAD_MS = 5.0
 SPIN_HZ = 2.0e9

@@ -113,10 +113,33 @@ def test_derived_floor_geomean_by_hand(tmp_path: Path) -> None:
     assert c["reference_roofline_fraction"] is None and c["reference_derived_floor_fraction"] is None
 
 
-def test_bench_round_spread_covers_the_kernel_and_every_candidate() -> None:
+def _bench_round():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("d2k_bench_round", ROOT / "benchmarks" / "bench_round.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def test_bench_round_clock_sampler_flags_moved_clocks() -> None:
+    cls = _bench_round().ClockSampler
+
+    def summary(lines: list[str]) -> dict:
+        c = cls()
+        c.lines = lines
+        return c.summary()
+
+    idle = "0, 345, 0x0000000000000001"
+    steady = summary([idle, "95, 1980, 0x0000000000000000", "100, 1980, 0x0000000000000000", "garbage"])
+    assert steady == {"samples": 2, "sm_mhz_min": 1980, "sm_mhz_max": 1980, "reasons_seen": "0x0",
+                      "slowdown": False, "moved": False}
+    assert summary([idle, "90, 1980, 0x0", "90, 1900, 0x0"])["moved"]             # 4% apart
+    thermal = summary(["90, 1980, 0x0000000000000020"])                           # software thermal slowdown
+    assert thermal["slowdown"] and thermal["moved"]
+    assert summary([idle]) == {"samples": 0}                                        # never busy: nothing to say
+
+
+def test_bench_round_spread_covers_the_kernel_and_every_candidate() -> None:
+    mod = _bench_round()
 
     def run(k: float, eager: float) -> dict:
         return {"workloads": [{"name": "w", "median_ms": k, "baselines": [{"name": "eager", "median_ms": eager},
@@ -125,4 +148,6 @@ def test_bench_round_spread_covers_the_kernel_and_every_candidate() -> None:
     out = mod.spread([run(1.00, 2.0), run(1.01, 2.1), run(0.99, 2.0)])
     assert out["w"]["by"]["kernel"] == 100 * (1.01 - 0.99) / 0.99
     assert abs(out["w"]["by"]["eager"] - 5.0) < 1e-9 and out["w"]["spread_pct"] == out["w"]["by"]["eager"]
-    assert "x" not in out["w"]["by"] and out["w"]["runs"] == 3
+    assert "x" not in out["w"]["by"] and out["w"]["runs"] == 3 and out["w"]["clocks_moved"] == []
+    moved = mod.spread([run(1.0, 2.0), {**run(1.0, 2.0), "clocks": {"moved": True}}])
+    assert moved["w"]["clocks_moved"] == [1]

@@ -68,8 +68,10 @@ def test_the_phase_split_gives_each_gap_to_the_message_that_ends_it() -> None:
 
     msgs = [(1.0, {"kind": "ready"}), (1.5, {"kind": "sandbox"}), (4.0, {"kind": "baseline"}),
             (4.5, {"kind": "calibration"}), (6.0, {"kind": "baseline"}), (6.2, {"kind": "import_start"}),
-            (7.0, {"kind": "imported"}), (9.0, {"kind": "trial"}), (9.5, {"kind": "trial"}), (12.0, {"kind": "timing"})]
-    split = phase_split(msgs, 0.0, 12.5)
-    assert split == {"start": 1.0, "host_start": 0.5, "baselines": 4.0, "calibration": 0.5, "other": 0.2,
-                     "import": 0.8, "correctness": 2.5, "timing": 2.5, "teardown": 0.5}
-    assert sum(split.values()) == pytest.approx(12.5)
+            (7.0, {"kind": "imported"}), (9.0, {"kind": "trial"}), (9.5, {"kind": "trial"}), (12.0, {"kind": "timing"}),
+            (12.25, {"kind": "workload_end"}), (12.5, {"kind": "workload_start"})]
+    split = phase_split(msgs, 0.0, 13.0)
+    assert split == {"start": 1.0, "host_start": 0.5, "baselines": 4.0, "calibration": 0.5, "setup": 0.2,
+                     "import": 0.8, "correctness": 2.5, "timing": 2.5, "release": 0.25, "other": 0.25,
+                     "teardown": 0.5}
+    assert sum(split.values()) == pytest.approx(13.0)
