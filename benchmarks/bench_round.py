@@ -58,18 +58,21 @@ class ClockSampler:
     """nvidia-smi every 200 ms during one evaluation: the SM clock and clock-event reasons while the GPU was busy,
     and whether they moved (``moved``: a slowdown reason seen, or busy SM clocks more than 2% apart)."""
 
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+
     def __enter__(self) -> ClockSampler:
         try:
-            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+            self.proc = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=utilization.gpu,clocks.sm,clocks_throttle_reasons.active",
                  "--format=csv,noheader,nounits", "-lms", "200"], stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True)
         except OSError:
-            self.proc = None
+            pass  # no nvidia-smi: no samples
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.lines: list[str] = []
         if self.proc is not None:
             self.proc.terminate()
             out, _ = self.proc.communicate(timeout=20)
@@ -77,7 +80,7 @@ class ClockSampler:
 
     def summary(self) -> dict[str, Any]:
         busy: list[tuple[int, int]] = []
-        for line in getattr(self, "lines", []):
+        for line in self.lines:
             try:
                 util, mhz, reasons = (v.strip() for v in line.split(","))
                 if int(util) > 0:

@@ -400,7 +400,7 @@ class Timer:
             return self._fetch
         self.release_fetch()
         out_bytes = _out_bytes(ev, spec)
-        limit = min(FETCH_BYTES, FETCH_SHARE * ev.torch.cuda.mem_get_info(ev.device)[0])
+        limit = self._gpu_budget(FETCH_BYTES, FETCH_SHARE)
         if rows * out_bytes > limit:
             return None
         cap = max(rows, VERIFY_SAMPLE + 4)  # room for any later verify step of the workload, where it fits
@@ -581,7 +581,7 @@ class Timer:
         reps = choose_reps((per_rep_ms + pad + self._overhead(wl)) / 1e3, t["target_s"], t["min_reps"],
                            t["max_reps"])
         out_bytes = _out_bytes(ev, spec)
-        chunk = max(1, min(reps, int(self._chunk_bytes() // max(out_bytes, 1))))
+        chunk = max(1, min(reps, int(self._gpu_budget(CHUNK_BYTES, CHUNK_SHARE) // max(out_bytes, 1))))
         samples: list[float] = []
         clock: list[tuple[int, float, float]] = []
         verify_ms = 0.0
@@ -612,12 +612,13 @@ class Timer:
                      checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
                      clock=self._clock(wl, samples, clock, verify_ms), cost=dict(self.cost))
 
-    def _chunk_bytes(self) -> float:
-        """Bytes of outputs one timed batch may stage (see :data:`CHUNK_BYTES`)."""
+    def _gpu_budget(self, most: int, share: float) -> float:
+        """Bytes of GPU memory a use may take: at most ``most``, and ``share`` of the free memory (off CUDA:
+        ``most``); :data:`CHUNK_BYTES`, :data:`FETCH_BYTES`."""
         ev = self.ev
         if ev.device.type != "cuda":
-            return float(CHUNK_BYTES)
-        return min(CHUNK_BYTES, CHUNK_SHARE * ev.torch.cuda.mem_get_info(ev.device)[0])
+            return float(most)
+        return min(most, share * ev.torch.cuda.mem_get_info(ev.device)[0])
 
     def _overhead(self, wl: Any) -> float:
         cal = self.calibration.get(wl.name)

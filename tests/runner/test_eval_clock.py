@@ -75,3 +75,11 @@ def test_the_phase_split_gives_each_gap_to_the_message_that_ends_it() -> None:
                      "import": 0.8, "correctness": 2.5, "timing": 2.5, "release": 0.25, "other": 0.25,
                      "teardown": 0.5}
     assert sum(split.values()) == pytest.approx(13.0)
+
+
+def test_the_options_warm_up_is_the_timing_module_s() -> None:
+    # EvalOptions spells the default out (runner.evaluate does not import torch); the two must not drift apart.
+    from runner.evaluate import EvalOptions
+    from runner.timing import WARMUP_MS
+
+    assert EvalOptions().warmup_ms == WARMUP_MS
