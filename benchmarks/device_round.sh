@@ -19,6 +19,9 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 14 (2026-12-03, runs/round14): spmv_csr's fp64 window scan (check), the timing repeat's last four tasks,
+# then the suite twice on one machine: cold, and warm (the baseline cache and each source's kept Triton cache):
+#   STEPS="check repeat full full_warm" REPEAT_TASKS="gemm_bf16 gemm_bias_act flash_attention_fwd conv2d_implicit_gemm"
 # Round 13 (2026-12-02, runs/round13): the correctness calls on shared GPU buffers (bench_round; --host-call-buffers
 # for the old path), a 25 ms warm-up (was 100), chunks of up to 32 GB of outputs within 30% of free memory (was
 # 8 GB), the evaluator's Triton cache kept across evaluations and the host's seeded with the harness kernels:
@@ -136,6 +139,19 @@ run_full() {
   fi
   step full "$(limit full 1800)" python3 benchmarks/bench_round.py --out "$D/full_round.json" --hidden \
     --candidates eager ${FULL_ARGS:-} --tasks ${FULL_TASKS:-$(ls tasks)}
+}
+# full_warm: the same run again on this machine, after full: the baselines come from the cache full filled and
+# each reference's kernels from the Triton cache its source keeps (runner.cuda_cache.triton_dir), to
+# full_warm_round.json: what a rerun of an unchanged suite pays.
+run_full_warm() {
+  step full_warm "$(limit full_warm 1800)" python3 benchmarks/bench_round.py --out "$D/full_warm_round.json" --hidden \
+    --candidates eager ${FULL_ARGS:-} --tasks ${FULL_TASKS:-$(ls tasks)}
+}
+# check: one evaluation of each of CHECK_TASKS (default spmv_csr) with the eager baseline, hidden workload too,
+# to check_round.json: a fix confirmed before the long steps.
+run_check() {
+  step check "$(limit check 300)" python3 benchmarks/bench_round.py --out "$D/check_round.json" --hidden \
+    --candidates eager --tasks ${CHECK_TASKS:-spmv_csr}
 }
 run_floors() {
   step floors "$(limit floors 900)" python3 benchmarks/floor_microbench.py --out "$D/floors_h200.json"

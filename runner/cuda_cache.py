@@ -1,4 +1,5 @@
-"""Builds of CUDA submissions (``torch.utils.cpp_extension.load_inline``), cached by source hash.
+"""Builds of CUDA submissions (``torch.utils.cpp_extension.load_inline``), cached by source hash; and the kernel
+host's Triton cache, kept per source the same way (:func:`triton_dir`).
 
 A submission's worker gets ``TORCH_EXTENSIONS_DIR=<cache>/torch_extensions/<sha256 of the source>`` (under
 :data:`FALLBACK_ROOT` when the cache folder is private to root and the host is another uid): torch
@@ -63,6 +64,14 @@ def extensions_root() -> Path:
 def extensions_dir(source_sha: str) -> Path:
     """The persistent build folder of one source."""
     return extensions_root() / source_sha[:24]
+
+
+def triton_dir(source_sha: str) -> Path:
+    """The kernel host's Triton cache for one source, kept across its evaluations: a second evaluation of an
+    unchanged submission loads its compiled kernels instead of compiling them again (10-20 s of the correctness
+    phase for the GEMM and top-k references on the H200, round 13). Only hosts of this source write it, so what
+    one finds there is what the same code compiled or planted before; another source never reads it."""
+    return extensions_root() / f"triton-{source_sha[:24]}"
 
 
 def is_built(source_sha: str) -> bool:

@@ -76,6 +76,11 @@ class EvalOptions:
     """Host memory limit of the worker (default: 16 GiB on CPU, half the RAM on CUDA)."""
     mode: str | None = None
     """``zygote`` or ``spawn`` (default: ``D2KGRADE_EVAL_MODE`` or zygote)."""
+    keep_triton_cache: bool | None = None
+    """Keep the kernel host's Triton cache per source across evaluations (:func:`runner.cuda_cache.triton_dir`:
+    an unchanged submission's kernels are not compiled again, and ``@triton.autotune`` keeps the configuration its
+    first evaluation chose, so that repeated evaluations time the same kernel); None: on CUDA, where kernels
+    compile. False: a fresh cache per evaluation, compiled and autotuned afresh every time."""
     ceilings: dict[str, Any] | None = None
     """Roofline ceilings to use instead of the cached or measured ones."""
     huge_input_bytes: int = 1 << 30
@@ -98,8 +103,9 @@ class EvalOptions:
     gpu_call_buffers: bool = False
     """The correctness calls' inputs and outputs in shared GPU buffers too, as the timed batches' are once the
     host maps them (:mod:`runner.cuda_share`; the correctness phase took 12-51 s of each evaluation in round 12's
-    full run, on shared host memory). Off by default: round 13 ran it (every GPU test passed, 25 of 26 tasks), but
-    spmv_csr came back incorrect on its scaled_rows trials and the cause is not known yet."""
+    full run, on shared host memory). Off by default until the GPU tests have run with it on: the benchmark rounds
+    use it (rounds 13 and 14: every task passed once spmv_csr's reference was fixed; its scaled_rows failures were
+    the kernel's fp32 window scan, not these buffers)."""
     profile_dir: str | None = None
     """Benchmarks only: the evaluator (trusted; never the kernel host) runs under ``cProfile`` and writes its
     statistics to ``<profile_dir>/evaluator-<task>-<pid>.pstats`` (where its own seconds go, beside
@@ -288,6 +294,8 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
             result.prebuild_s = built["seconds"]
             log.info("prebuild of %s: %s in %.1f s", task.id, "built" if built["built"] else "no top-level build",
                      built["seconds"])
+    keep = opts.keep_triton_cache if opts.keep_triton_cache is not None else dev == "cuda"
+    host_triton = str(cuda_cache.triton_dir(result.submission_sha256)) if keep else None
     limit = timeout_s if timeout_s is not None else (300.0 if dev == "cpu" else 1200.0)
     stall = opts.stall_s if opts.stall_s is not None else (120.0 if dev == "cpu" else 300.0)
     config = {
@@ -311,7 +319,8 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
     outcome = run_job(JobSpec(config=config, device=dev, env=job_env, host_env=host_env, host_write=host_write,
                               deny=deny, timeout_s=limit, stall_s=stall + 60.0, mem_limit_bytes=mem,
                               launcher=list(opts.launcher), host_extra={"forge_events": opts.forge_events},
-                              triton_cache=str(roofline.cache_dir() / "trusted" / "triton")),
+                              triton_cache=str(roofline.cache_dir() / "trusted" / "triton"),
+                              host_triton_cache=host_triton),
                       mode=opts.mode)
     return _aggregate(result, task, outcome, chosen, hidden_wl, ceilings, gpu, dev, source, t0)
 

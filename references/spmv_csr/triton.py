@@ -17,8 +17,12 @@ data-dependent grid: three launches whose sizes follow from M and nnz.
      16-byte vectors (the window starts at e0 rounded down to 4 and its mask covers whole 4-element groups; the
      lanes outside [e0, e1) are zeroed after the load), x is gathered with ``evict_last`` so it stays in L2.
      Consecutive lanes read consecutive nonzeros, whatever the row lengths.
-   - products are accumulated in fp32 by an inclusive scan (tl.cumsum) over the window; row r's sum is the
-     difference of the scan at its last and before its first element (tl.gather from registers).
+   - the fp32 products are accumulated by an inclusive scan (tl.cumsum) over the window; row r's sum is the
+     difference of the scan at its last and before its first element (tl.gather from registers). The scan runs
+     in fp64: a prefix carries the magnitude of every earlier row of the window, so in fp32 a row that cancels to a
+     small sum next to rows of large values lost the difference's low bits (round 13 on the H200: the
+     ``scaled_rows`` draws, rows scaled by up to 2^14 beside each other, put 1-2266 elements per workload 0.011
+     off, over the 1e-2 atol; an honest fp32 sum of each row alone stays under 0.004).
    - rows r0..r1-1 end inside the window: each gets one plain store (an empty row stores 0). Row r0 may have
      started in earlier programs; their parts arrive as carries.
    - row r1 continues past the window: its partial sum is this program's carry-out.
@@ -31,7 +35,7 @@ row 4 bytes of row_ptr (read twice, the second from L1) and 4 bytes of y.
 How the catalog's guidance maps: nnz-balanced partition = merge path with a carry-out fix-up; long rows are split
 by construction (a row longer than ITEMS spans several programs, each adding one partial); short rows are packed
 many per program (a 2044-item window holds ~400 rows of 4), so the length classes of CSR-adaptive need no
-separate bins; fp32 accumulation in registers with a scan, one store per row and one atomic per split piece.
+separate bins; accumulation in registers with a scan (fp64, see 2.), one store per row and one atomic per split piece.
 
 Roofline floors on H200 (bytes = 8*nnz + 4*(M+1) + 4*M + 4*N at the measured copy bandwidth):
 
@@ -48,6 +52,13 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/data/references_h200.json, 2026-11-30).
 Below the best baseline (torch.sparse_csr_tensor @ x): uniform_32_per_row (0.98x of torch.compile's 989 us),
 power_law_rows (0.98x of eager's 969 us), stencil_27pt (0.79x of torch.compile's 646 us).
+
+The table is the fp32 scan's (references_h200.json, 2026-11-30), which failed the scaled_rows draws. With the fp64
+scan (benchmarks/data/runs/round14/full_round.json, 2026-12-03, every draw passed): uniform_32_per_row 1.02 ms,
+power_law_rows 1.01 ms, low_degree_graph 1.09 ms (within 2% of the fp32 scan, or faster), but stencil_27pt 1.12 ms
+(0.41 of its floor; 37% slower than 815 us, 0.58x of eager's 645 us): its gathers hit L1, so the scan's doubled
+shuffles show. A segmented fp32 scan (reset at row starts) should keep the precision at the fp32 cost; not
+measured yet.
 
 low_degree_graph's 64 MB x does not fit in L2, so its random gathers cost a 32-byte sector each from HBM:
 ~2.1 GB more than the floor counts.
@@ -135,7 +146,9 @@ def _spmv_merge_kernel(
     in_part = (e >= e0) & (e < e1)
     xv = tl.load(x + cols, mask=in_part, other=0.0, eviction_policy="evict_last")
     prod = tl.where(in_part, vals * xv, 0.0)
-    csum = tl.cumsum(prod, axis=0)  # inclusive fp32 prefix over the window
+    # Inclusive prefix over the window, in fp64: a row's sum is a difference of two prefixes, which carry the
+    # magnitude of every earlier row in the window, not the row's own (see the module docstring).
+    csum = tl.cumsum(prod.to(tl.float64), axis=0)
 
     # Rows that end here: sum = csum[last] - csum[first - 1], counting only elements at or after e0.
     rows = r0 + offs
@@ -147,7 +160,7 @@ def _spmv_merge_kernel(
     upto_last = tl.gather(csum, tl.minimum(tl.maximum(last, 0), BLOCK - 1), axis=0)
     before_first = tl.gather(csum, tl.minimum(tl.maximum(first - 1, 0), BLOCK - 1), axis=0)
     y_row = tl.where(last >= first, upto_last - tl.where(first > 0, before_first, 0.0), 0.0)
-    tl.store(y + rows, y_row, mask=r_ok)
+    tl.store(y + rows, y_row.to(tl.float32), mask=r_ok)
 
     # Carry-out: row r1's elements in this window (those at or after row_ptr[r1]; row_ptr[M] = nnz if r1 = M).
     r1_start = tl.load(row_ptr + r1)

@@ -1,4 +1,6 @@
-"""The kernel host's Triton cache starts as a copy of the trusted cache's harness kernels (runner.sandbox)."""
+"""The kernel host's Triton cache: a new one starts as a copy of the trusted cache's harness kernels
+(runner.sandbox), and with ``keep_triton_cache`` one folder per source is kept across evaluations, autotuning
+results included (runner.cuda_cache.triton_dir)."""
 
 from __future__ import annotations
 
@@ -44,3 +46,67 @@ def test_the_seed_stops_at_its_size_limit(tmp_path: Path, monkeypatch) -> None: 
     for i in range(3):
         _entry(src, f"k{i}", {"_warmup_kernel.cubin": b"x" * 100})
     assert seed_triton_cache(src, tmp_path / "host") == 1
+
+
+_MARKING = """
+import os, pathlib
+_cache = pathlib.Path(os.environ["TRITON_CACHE_DIR"])
+print("CACHE", _cache, "SEEN" if (_cache / "marker").exists() else "NEW",
+      "TUNED-KEPT" if os.environ.get("TRITON_CACHE_AUTOTUNING") == "1" else "TUNED-AFRESH")
+(_cache / "marker").write_text("compiled here")
+"""
+
+
+def _evaluate(path: Path, keep: bool | None):  # type: ignore[no-untyped-def]
+    from runner.evaluate import EvalOptions, run_evaluation
+
+    return run_evaluation("softmax", path, device="cpu", seed=7, hidden=False, timeout_s=120,
+                          options=EvalOptions(tripwires=False, keep_triton_cache=keep))
+
+
+def test_a_source_s_host_cache_is_kept_and_only_that_source_sees_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+    import uuid
+
+    from runner import cuda_cache
+
+    monkeypatch.setenv("D2KGRADE_CACHE_DIR", str(tmp_path / "cache"))
+    # As root the folders go under the fallback root, which another uid's host must reach (pytest's tmp does not).
+    fallback = Path("/var/tmp") / f"d2kgrade-test-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setattr(cuda_cache, "FALLBACK_ROOT", fallback)
+    try:
+        _kept_per_source(tmp_path, cuda_cache)
+    finally:
+        shutil.rmtree(fallback, ignore_errors=True)
+
+
+def _kept_per_source(tmp_path: Path, cuda_cache) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+    import shutil
+
+    honest = (Path(__file__).parent / "honest" / "masked_one_pass.py").read_text()
+    _entry(tmp_path / "cache" / "trusted" / "triton", "w" * 8, {"_warmup_kernel.cubin": b"\x7fELF"})
+    one, other = tmp_path / "one.py", tmp_path / "other.py"
+    one.write_text(honest + _MARKING)
+    other.write_text(honest + _MARKING + "# another source\n")
+    folder = cuda_cache.triton_dir(hashlib.sha256(one.read_text().encode()).hexdigest())
+
+    first = _evaluate(one, True)
+    assert first.status == "passed", first.message + first.log[-2000:]
+    assert f"CACHE {folder} NEW TUNED-KEPT" in first.log  # the autotuner's choices are kept with the kernels
+    assert (folder / "marker").read_text() == "compiled here"
+    assert (folder / ("w" * 8) / "_warmup_kernel.cubin").read_bytes() == b"\x7fELF"  # seeded when made
+    # A folder a host had may hold its links: the trusted side copies only into a folder it has just made.
+    shutil.rmtree(folder / ("w" * 8))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (folder / ("w" * 8)).symlink_to(outside)
+    second = _evaluate(one, True)
+    assert second.status == "passed" and f"CACHE {folder} SEEN" in second.log
+    assert list(outside.iterdir()) == []
+    # Another source gets a folder of its own; without the option, a fresh one inside the job's temp folder.
+    elsewhere = _evaluate(other, True)
+    assert elsewhere.status == "passed" and "NEW" in elsewhere.log and str(folder) not in elsewhere.log
+    fresh = _evaluate(one, False)
+    assert fresh.status == "passed" and "NEW TUNED-AFRESH" in fresh.log and str(folder) not in fresh.log
+

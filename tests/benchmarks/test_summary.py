@@ -1,0 +1,59 @@
+"""benchmarks/summary.py: the headline figures read from the committed run files, and the timing spread's rules
+(short workloads left out, every candidate counted, the over-1% entries named)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import benchmarks.summary as summary
+
+DATA = Path(summary.__file__).resolve().parent / "data"
+
+
+def _run(status: str, median_ms: float, baselines: dict[str, float], moved: bool = False) -> dict:
+    return {"status": status, "clocks": {"moved": moved}, "phases": {"timing": 1.0, "correctness": 2.0},
+            "workloads": [{"name": "w", "median_ms": median_ms,
+                           "baselines": [{"name": k, "median_ms": v} for k, v in baselines.items()]}]}
+
+
+def test_the_spread_leaves_short_workloads_out_and_names_what_is_over_one_percent(tmp_path: Path) -> None:
+    doc = {"tasks": {"fast": [_run("passed", 0.02, {"eager": 0.1})] * 2,
+                     "slow": [_run("passed", 1.0, {"eager": 2.0}, moved=True), _run("passed", 1.005, {"eager": 2.1})]},
+           "spread": {"fast": {"w": {"spread_pct": 30.0, "runs": 2, "by": {"kernel": 30.0}}},
+                      "slow": {"w": {"spread_pct": 5.0, "runs": 2, "by": {"kernel": 0.5, "eager": 5.0}}}}}
+    path = tmp_path / "repeat.json"
+    path.write_text(json.dumps(doc))
+    got = summary.repeat_spread([path, tmp_path / "absent.json"])
+    assert got is not None
+    assert got["max_pct"] == 5.0 and got["kernel_max_pct"] == 0.5 and got["tasks"] == ["slow"]
+    assert got["short_left_out"] == ["fast:w"] and got["over_1pct"] == {"slow:w": {"eager": 5.0}}
+    assert got["runs_with_clocks_moved"] == {"fast": 0, "slow": 1}
+
+
+def test_a_suite_run_sums_its_phases_and_names_what_did_not_pass(tmp_path: Path) -> None:
+    doc = {"date": "2026-12-03T07:00:00", "gpu": {"name": "GPU"}, "total_wall_s": 12.34,
+           "tasks": {"a": [_run("passed", 1.0, {})], "b": [_run("incorrect", 1.0, {})]}}
+    path = tmp_path / "full.json"
+    path.write_text(json.dumps(doc))
+    got = summary.full_run(path)
+    assert got is not None
+    assert (got["wall_s"], got["tasks"], got["passed"], got["not_passed"]) == (12.3, 2, 1, ["b"])
+    assert got["phases_s"] == {"correctness": 4.0, "timing": 2.0}
+
+
+def test_gpu_tests_are_counted_from_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "gpu.log"
+    log.write_text("PASSED tests/a.py::x\nFAILED tests/a.py::y - boom\nSKIPPED [1] tests/b.py: no ray\n")
+    got = summary.gpu_test_log(log)
+    assert got is not None and (got["passed"], got["total"]) == (1, 2) and got["failed"] == ["tests/a.py::y - boom"]
+    assert summary.gpu_test_log(tmp_path / "none.log") is None
+
+
+def test_the_committed_figures_come_from_the_newest_rounds() -> None:
+    s = summary.summarize()
+    r14 = json.loads((DATA / "runs" / "round14" / "full_round.json").read_text())
+    assert s["full_run_s"] == round(r14["total_wall_s"], 1)
+    assert s["full_run_warm_s"] < s["full_run_s"]
+    assert s["gpu_tests"]["passed"] == s["gpu_tests"]["total"] > 0
+    assert len(s["timing_spread_tasks"]) >= 10
