@@ -68,9 +68,10 @@ def extensions_dir(source_sha: str) -> Path:
 
 def triton_dir(source_sha: str) -> Path:
     """The kernel host's Triton cache for one source, kept across its evaluations: a second evaluation of an
-    unchanged submission loads its compiled kernels instead of compiling them again (10-20 s of the correctness
-    phase for the GEMM and top-k references on the H200, round 13). Only hosts of this source write it, so what
-    one finds there is what the same code compiled or planted before; another source never reads it."""
+    unchanged submission loads its compiled kernels instead of compiling them again (round 14 on the H200, the
+    correctness phase: topk 20.4 s -> 0.6 s, embedding_bag 15.1 -> 0.8, gemm_bias_act 13.9 -> 5.4). Only hosts of
+    this source write it, so what one finds there is what the same code compiled or planted before; another
+    source never reads it."""
     return extensions_root() / f"triton-{source_sha[:24]}"
 
 
