@@ -137,14 +137,14 @@ run_full() {
   if [ -n "${FULL_NEEDS_GPU_BUFFERS:-}" ] && ! grep -q '"buffers": "gpu"' "$D/profile_kernel.json" 2>/dev/null; then
     echo "== full skipped: profile_kernel did not run on shared GPU buffers" >>"$D/status"; return
   fi
-  step full "$(limit full 1800)" python3 benchmarks/bench_round.py --out "$D/full_round.json" --hidden \
-    --candidates eager ${FULL_ARGS:-} --tasks ${FULL_TASKS:-$(ls tasks)}
+  suite_run full
 }
 # full_warm: the same run again on this machine, after full: the baselines come from the cache full filled and
 # each reference's kernels from the Triton cache its source keeps (runner.cuda_cache.triton_dir), to
 # full_warm_round.json: what a rerun of an unchanged suite pays.
-run_full_warm() {
-  step full_warm "$(limit full_warm 1800)" python3 benchmarks/bench_round.py --out "$D/full_warm_round.json" --hidden \
+run_full_warm() { suite_run full_warm; }
+suite_run() {   # step <name>: FULL_TASKS (every task) with the eager baseline, hidden workloads too, to <name>_round.json
+  step "$1" "$(limit "$1" 1800)" python3 benchmarks/bench_round.py --out "$D/$1_round.json" --hidden \
     --candidates eager ${FULL_ARGS:-} --tasks ${FULL_TASKS:-$(ls tasks)}
 }
 # check: one evaluation of each of CHECK_TASKS (default spmv_csr) with the eager baseline, hidden workload too,

@@ -82,11 +82,12 @@ def full_run(path: Path) -> dict[str, Any] | None:
     phases: dict[str, float] = {}
     for r in runs.values():
         for k, v in (r.get("phases") or {}).items():
-            phases[k] = round(phases.get(k, 0.0) + v, 1)
+            phases[k] = phases.get(k, 0.0) + v
     return {"wall_s": round(doc["total_wall_s"], 1), "tasks": len(runs),
             "passed": sum(r["status"] == "passed" for r in runs.values()),
             "not_passed": sorted(t for t, r in runs.items() if r["status"] != "passed"),
-            "phases_s": dict(sorted(phases.items(), key=lambda kv: -kv[1])), "date": doc["date"][:10],
+            "phases_s": {k: round(v, 1) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
+            "date": doc["date"][:10],
             "gpu": doc["gpu"].get("name"), "source": _rel(path)}
 
 

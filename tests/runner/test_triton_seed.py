@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from runner.sandbox import seed_triton_cache
 
 
@@ -64,32 +66,34 @@ def _evaluate(path: Path, keep: bool | None):  # type: ignore[no-untyped-def]
                           options=EvalOptions(tripwires=False, keep_triton_cache=keep))
 
 
-def test_a_source_s_host_cache_is_kept_and_only_that_source_sees_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def fallback_root(monkeypatch):  # type: ignore[no-untyped-def]
+    """As root the kept folders go under cuda_cache.FALLBACK_ROOT, which another uid's host must reach (pytest's
+    tmp folder it cannot): a fresh one under /var/tmp, removed afterwards."""
     import shutil
     import uuid
 
     from runner import cuda_cache
 
-    monkeypatch.setenv("D2KGRADE_CACHE_DIR", str(tmp_path / "cache"))
-    # As root the folders go under the fallback root, which another uid's host must reach (pytest's tmp does not).
     fallback = Path("/var/tmp") / f"d2kgrade-test-{uuid.uuid4().hex[:12]}"
     monkeypatch.setattr(cuda_cache, "FALLBACK_ROOT", fallback)
-    try:
-        _kept_per_source(tmp_path, cuda_cache)
-    finally:
-        shutil.rmtree(fallback, ignore_errors=True)
+    yield fallback
+    shutil.rmtree(fallback, ignore_errors=True)
 
 
-def _kept_per_source(tmp_path: Path, cuda_cache) -> None:  # type: ignore[no-untyped-def]
-    import hashlib
+@pytest.mark.usefixtures("fallback_root")
+def test_a_source_s_host_cache_is_kept_and_only_that_source_sees_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import shutil
 
+    from runner import cuda_cache
+
+    monkeypatch.setenv("D2KGRADE_CACHE_DIR", str(tmp_path / "cache"))
     honest = (Path(__file__).parent / "honest" / "masked_one_pass.py").read_text()
     _entry(tmp_path / "cache" / "trusted" / "triton", "w" * 8, {"_warmup_kernel.cubin": b"\x7fELF"})
     one, other = tmp_path / "one.py", tmp_path / "other.py"
     one.write_text(honest + _MARKING)
     other.write_text(honest + _MARKING + "# another source\n")
-    folder = cuda_cache.triton_dir(hashlib.sha256(one.read_text().encode()).hexdigest())
+    folder = cuda_cache.triton_dir(cuda_cache.source_hash(one.read_text()))
 
     first = _evaluate(one, True)
     assert first.status == "passed", first.message + first.log[-2000:]
