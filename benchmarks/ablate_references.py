@@ -19,14 +19,24 @@ is rewritten after each reference.
 
 Budget: a reference with V variants costs 1 + V correctness evaluations and rounds x (V + 2) timed ones; the
 references have 119 variants, so 145 correctness and, at the default 5 rounds, 855 timed evaluations: 1.5-4 hours
-on the H200 at 5-15 s each (docs/ablation.md, "On the GPU", which also gives the command for running it in pieces
-on a lent machine). ``--device cpu`` is the dry run (correctness only).
+on the H200 at 5-15 s each through the sandboxed evaluator (docs/ablation.md, "On the GPU").
+
+``--in-process`` (what a lent machine can afford) evaluates the references and their variants in one process
+without the sandbox (:mod:`benchmarks.inprocess_eval`: trusted code only): each module is loaded, compiled and
+autotuned once, inputs and float64 references are made once per reference, and the rounds time it with the
+evaluator's batch (:func:`runner.timing.timed_reps`). ``--warm-jobs N`` first checks every reference and variant in
+N parallel processes, which fills Triton's cache (compiling is CPU-bound and the H200's host has 16 cores); the
+timed run that follows is alone on the GPU and autotunes afresh (the warm processes keep no autotuning choice). The
+timed run is supervised: a variant that takes the process down (a CUDA fault) costs its reference, which is named
+under ``crashed``, and the run goes on with the next. ``--device cpu`` is the dry run (correctness only).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -43,6 +53,9 @@ from d2kgrade.errors import UserError
 from d2kgrade.io import write_json
 from d2kgrade.suite import Suite
 
+WORK_DIR = Path("/tmp/d2k_ablate_work")
+"""Where ``--in-process`` writes the variants: one fixed path per variant, because Triton keys its cache by the
+module's name, which :func:`runner.loading.load_module` derives from the path."""
 TIMING_OPTIONS = {"target_s": 0.3, "trials": 1}
 """Timed rounds: the variants already passed the full correctness pass, so one trial per workload, and 0.3 s of
 timed calls per workload (every timed call is still rechecked)."""
@@ -102,16 +115,24 @@ def task_properties(suite: Suite, tasks: list[str], names: list[str] | None) -> 
     return out
 
 
+def default_tasks(suite: Suite) -> list[str]:
+    """Every task with a Triton reference."""
+    return [t for t in suite.task_ids if "triton" in suite.reference_kernels(t)]
+
+
 def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | None = None,
         clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Ablate the references into ``args.jsonl`` and ``args.out``; returns the JSON written. Records of another
     device in the same file are neither resumed from nor reported."""
     suite = Suite(ROOT)
-    wanted = task_properties(suite, args.tasks or [t for t in suite.task_ids if "triton" in
-                                                   suite.reference_kernels(t)], args.properties)
+    wanted = task_properties(suite, args.tasks or default_tasks(suite), args.properties)
     tasks = list(wanted)
-    config = AblateConfig(device=args.device, rounds=args.rounds, workloads=args.workloads or "all", seed=args.seed,
-                          timeout_s=args.timeout_s, suite_root=ROOT)
+    config = AblateConfig(device=args.device, rounds=1 if args.check_only else args.rounds,
+                          workloads=args.workloads or "all", seed=args.seed, timeout_s=args.timeout_s, suite_root=ROOT)
+    if evaluate is None and args.in_process:
+        from benchmarks.inprocess_eval import InProcessEvaluator
+
+        evaluate = InProcessEvaluator(ROOT, target_s=args.target_s)
     evaluate = evaluate or default_evaluator(ROOT, timing_options=TIMING_OPTIONS)
 
     def mine() -> list[AblationRecord]:
@@ -130,7 +151,10 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
         data = {"what": "ablation of the expert references: slowdown when each design property is removed",
                 "command": " ".join([Path(sys.executable).name, *sys.argv]), "started": started,
                 "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "gpu": gpu, **versions(), "device": args.device,
-                "rounds": args.rounds, "timing_options": TIMING_OPTIONS, "complete": complete,
+                "rounds": args.rounds, "complete": complete, "crashed": list(args.crashed),
+                **({"evaluator": "in-process (benchmarks/inprocess_eval.py)", "target_s": args.target_s}
+                   if args.in_process else {"evaluator": "sandboxed (runner.evaluate)",
+                                            "timing_options": TIMING_OPTIONS}),
                 "wall_s": round(clock() - t0, 1), "tasks": sorted({r.task for r in records}),
                 "summary": summary(records),
                 "records": [r.model_dump(mode="json") for r in records]}
@@ -138,9 +162,10 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
         return data
 
     complete = True
+    current = args.jsonl.with_name(args.jsonl.name + ".current")
     for i, task in enumerate(tasks):
         episode = REFERENCE_PREFIX + task
-        if episode in done:
+        if episode in done or task in args.crashed:
             continue
         if args.budget_s is not None and clock() - t0 > args.budget_s:
             print(f"budget of {args.budget_s:.0f} s spent; {len(tasks) - i} references left (rerun to resume)",
@@ -148,12 +173,16 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
             complete = False
             break
         t1 = clock()
+        current.parent.mkdir(parents=True, exist_ok=True)
+        current.write_text(task)  # what the supervisor names if this process dies
         recs = ablate_kernel(Subject(task, suite.reference_kernels(task)["triton"], episode, arm="reference"),
                              suite, config, properties=wanted[task], evaluate=evaluate,
+                             work_dir=args.work_dir / task if args.work_dir else None,
                              progress=lambda m: print(f"[{clock() - t0:7.1f} s] {m}", file=sys.stderr,
                                                       flush=True))
         for r in recs:
             append_record(args.jsonl, r)
+        current.unlink(missing_ok=True)
         print(f"{task}: {dict(Counter(r.status for r in recs))} in {clock() - t1:.0f} s", file=sys.stderr)
         write(False)
     return write(complete)
@@ -173,10 +202,77 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jsonl", type=Path, default=None, help="records, appended as each reference finishes (the "
                     "resume file; default benchmarks/data/runs/ablation/ablations_<gpu>.jsonl)")
     ap.add_argument("--out", type=Path, default=None, help="JSON (default benchmarks/data/ablation_<gpu>.json)")
+    ap.add_argument("--in-process", action="store_true", help="evaluate in this process, without the sandbox "
+                    "(benchmarks/inprocess_eval.py; the team's references only): minutes instead of hours")
+    ap.add_argument("--target-s", type=float, default=0.05, help="--in-process: timed calls per workload and round")
+    ap.add_argument("--warm-jobs", type=int, default=0, help="--in-process on cuda: first check every reference "
+                    "and variant in this many parallel processes (fills Triton's cache)")
+    ap.add_argument("--work-dir", type=Path, default=None, help="where the variants are written (default: a "
+                    f"temporary folder; {WORK_DIR} with --in-process, so that the warm processes compile what "
+                    "the timed run loads)")
+    ap.add_argument("--check-only", action="store_true", help=argparse.SUPPRESS)  # a warm process
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # run by the supervisor
+    ap.add_argument("--crashed", nargs="*", default=[], help=argparse.SUPPRESS)  # references that took it down
     args = ap.parse_args(argv)
     if args.rounds < 2:
         ap.error("--rounds must be >= 2 (the noise needs two rounds)")
+    if args.warm_jobs and not args.in_process:
+        ap.error("--warm-jobs needs --in-process")
+    if args.in_process and args.work_dir is None:
+        args.work_dir = WORK_DIR
     return args
+
+
+def child_argv(args: argparse.Namespace, tasks: list[str], **over: Any) -> list[str]:
+    """The command line of a supervised process: these tasks, the same options, ``over`` replacing some."""
+    opts: dict[str, Any] = {"rounds": args.rounds, "workloads": args.workloads, "device": args.device,
+                            "seed": args.seed, "timeout_s": args.timeout_s, "budget_s": args.budget_s,
+                            "jsonl": args.jsonl, "out": args.out, "target_s": args.target_s,
+                            "work_dir": args.work_dir, "properties": args.properties, **over}
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", "--in-process", "--tasks", *tasks]
+    for key, value in opts.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, list):
+            argv += [flag, *map(str, value)] if value else []
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def supervise(args: argparse.Namespace, tasks: list[str], clock: Callable[[], float] = time.monotonic,
+              spawn: Callable[..., int] | None = None) -> int:
+    """Run the in-process ablation of ``tasks`` in child processes: first the warm ones (``--warm-jobs``, in
+    parallel, checks only, their records thrown away), then one timed process at a time, restarted past a
+    reference that took it down. Returns 0, or 1 if a reference crashed."""
+    spawn = spawn or (lambda argv, **kw: subprocess.Popen(argv, **kw))
+    t0 = clock()
+    if args.warm_jobs:
+        warm = Path(args.work_dir) / "warm"
+        warm.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_AUTOTUNING"}
+        groups = [tasks[i::args.warm_jobs] for i in range(min(args.warm_jobs, len(tasks)))]
+        procs = [spawn(child_argv(args, g, check_only=True, jsonl=warm / f"warm{i}.jsonl",
+                                  out=warm / f"warm{i}.json"), env=env) for i, g in enumerate(groups)]
+        rcs = [p.wait() for p in procs]
+        print(f"warm: {len(groups)} processes in {clock() - t0:.0f} s, exit codes {rcs}", file=sys.stderr)
+    crashed: list[str] = []
+    current = args.jsonl.with_name(args.jsonl.name + ".current")
+    while True:
+        current.unlink(missing_ok=True)
+        budget = None if args.budget_s is None else max(0.0, args.budget_s - (clock() - t0))
+        rc = spawn(child_argv(args, tasks, budget_s=budget, crashed=crashed)).wait()
+        if rc == 0:
+            break
+        if not current.is_file() or current.read_text() in crashed:
+            print(f"the timed process exited with {rc} outside a reference; stopping", file=sys.stderr)
+            return 1
+        crashed.append(current.read_text())
+        print(f"{crashed[-1]}: the timed process died (exit code {rc}); going on without it", file=sys.stderr)
+    return 1 if crashed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out = ROOT / "benchmarks" / "data" / f"ablation_{slug}.json"
     if args.jsonl is None:
         args.jsonl = ROOT / "benchmarks" / "data" / "runs" / "ablation" / f"ablations_{slug}.jsonl"
+    if args.in_process and not args.child:
+        return supervise(args, args.tasks or default_tasks(Suite(ROOT)))
     try:
         data = run(args, gpu=gpu)
     except UserError as exc:

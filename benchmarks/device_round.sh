@@ -19,6 +19,10 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 15 (2026-12-03, runs/round15): the references' ablation in process, 15 references warmed by 8 processes in
+# 92 s, then 6 timed in 4 rounds (14-142 s each) before the budget; a first machine, lost between two calls, had
+# warmed all 26 (ablation_fast_first_machine.log):
+#   STEPS=ablation_fast ABLATE_BUDGET_S=270 ABLATE_TASKS="softmax rmsnorm_residual layernorm swiglu gemm_bf16 ..."
 # Round 14 (2026-12-03, runs/round14): spmv_csr's fp64 window scan (check), the timing repeat's last four tasks,
 # then the suite twice on one machine: cold, and warm (the baseline cache and each source's kept Triton cache):
 #   STEPS="check repeat full full_warm" REPEAT_TASKS="gemm_bf16 gemm_bias_act flash_attention_fwd conv2d_implicit_gemm"
@@ -73,6 +77,17 @@ run_repeat() {
   step repeat "$(limit repeat 2400)" python3 benchmarks/bench_round.py --out "$D/timing_repeat_h200.json" --repeat 5 \
     --exclude compile_max_autotune --tasks ${REPEAT_TASKS:-softmax rmsnorm_residual layernorm swiglu transpose \
     cross_entropy gemm_bf16 gemm_bias_act flash_attention_fwd conv2d_implicit_gemm}
+}
+# ablation_fast: the same ablation in process (benchmarks/inprocess_eval.py: the team's references and their variants
+# only, no sandbox): ABLATE_WARM_JOBS parallel checks fill Triton's cache, then ABLATE_ROUNDS timed rounds alone on
+# the GPU; ABLATE_BUDGET_S (default 660) stops the timed run between references, which a rerun resumes.
+# The committed records (benchmarks/data/runs/ablation/ablations_h200.jsonl) seed the resume file, so a round ablates
+# only the references not yet done.
+run_ablation_fast() {
+  [ -f "$D/ablations.jsonl" ] || cp benchmarks/data/runs/ablation/ablations_h200.jsonl "$D/ablations.jsonl" 2>/dev/null
+  step ablation_fast "$(limit ablation_fast 1200)" python3 benchmarks/ablate_references.py --in-process \
+    --warm-jobs "${ABLATE_WARM_JOBS:-8}" --rounds "${ABLATE_ROUNDS:-4}" --budget-s "${ABLATE_BUDGET_S:-660}" \
+    --out "$D/ablation_h200.json" --jsonl "$D/ablations.jsonl" ${ABLATE_TASKS:+--tasks $ABLATE_TASKS}
 }
 run_ablation() {
   step ablation "$(limit ablation 3600)" python3 benchmarks/ablate_references.py --out "$D/ablation_h200.json" \

@@ -134,6 +134,32 @@ def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
             "runs_with_clocks_moved": moved, "sources": sources}
 
 
+TIMED = ("load_bearing", "not_load_bearing")
+
+
+def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, Any]:
+    """``ablation_tasks``: the references with at least one timed property in ``ablation_h200.json``; ``ablation``:
+    per task, each timed property's slowdown when removed with its interval, the load-bearing ones first."""
+    refs = len(list((root.parent / "references").glob("*/triton.py")))
+    if not ablation:
+        return {"ablation_tasks": [], "ablation": None}
+    per: dict[str, list[dict[str, Any]]] = {}
+    counts: dict[str, int] = {}
+    for r in ablation.get("records", []):
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        if r["status"] in TIMED and r.get("slowdown") is not None:
+            per.setdefault(r["task"], []).append({"property": r["property"], "status": r["status"],
+                                                  "slowdown": r["slowdown"], "ci": [r["ci_low"], r["ci_high"]],
+                                                  "noise_pct": r["noise_pct"]})
+    for rows in per.values():
+        rows.sort(key=lambda x: (x["status"] != "load_bearing", -x["slowdown"]))
+    return {"ablation_tasks": sorted(per),
+            "ablation": {"references": refs, "by_status": dict(sorted(counts.items())),
+                         "tasks": dict(sorted(per.items())),
+                         "source": f"data/ablation_h200.json ({ablation.get('gpu')}, {str(ablation.get('date'))[:10]}; "
+                                   f"{ablation.get('evaluator', 'sandboxed')}, {ablation.get('rounds')} rounds)"}}
+
+
 def summarize(root: Path = HERE) -> dict[str, Any]:
     full = _load(root / "data" / "references_h200.json") or {}
     peers = _load(root / "data" / "h200_peers_round8.json") or {"tasks": {}}
@@ -186,8 +212,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         "vendor_workloads": len(vend),
         "best_baseline_by_workload": {f"{t}:{w}": {"best": r["best_baseline"], "source": r["source"]}
                                       for (t, w), r in sorted(rows.items())},
-        "ablation_tasks": sorted({t if isinstance(t, str) else t.get("task") for t in (ablation or {}).get("tasks", {})})
-        if ablation else [],
+        **ablation_summary(ablation, root),
         "full_run_s": full.get("total_wall_s"),
         "full_run_source": "references_h200.json (the evaluator before the split; the split's full run is not "
                            "measured yet)" if full else None,
@@ -258,6 +283,9 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         out["missing"] += ["derived_floors", "geomean_derived_floor_fraction"]
     if not out["ablation_tasks"]:
         out["missing"].append("ablation_tasks")
+    elif len(out["ablation_tasks"]) < out["ablation"]["references"]:
+        out["missing"].append(f"ablation_tasks: {len(out['ablation_tasks'])} of {out['ablation']['references']} "
+                              "references timed")
     if len(out["timing_spread_tasks"]) < 10:
         out["missing"].append("timing_spread over ten tasks (kernel and every baseline)")
     if (out.get("full_run_s") or 0) > 300:

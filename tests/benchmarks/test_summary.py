@@ -57,3 +57,29 @@ def test_the_committed_figures_come_from_the_newest_rounds() -> None:
     assert s["full_run_warm_s"] < s["full_run_s"]
     assert s["gpu_tests"]["passed"] == s["gpu_tests"]["total"] > 0
     assert len(s["timing_spread_tasks"]) >= 10
+
+
+def _rec(task: str, prop: str, status: str, slowdown: float | None = None) -> dict:
+    return {"task": task, "property": f"{task}.{prop}", "status": status, "slowdown": slowdown,
+            "ci_low": None if slowdown is None else slowdown - 0.01,
+            "ci_high": None if slowdown is None else slowdown + 0.01, "noise_pct": 0.2}
+
+
+def test_only_timed_references_count_as_ablated_and_the_rest_is_named(tmp_path: Path) -> None:
+    """A reference whose records are all untimed (a CPU dry run, a cut round) is not an ablation task; the
+    properties are listed load-bearing first, by slowdown; ``missing`` says how many of the references are done."""
+    for t in ("a", "b", "c"):
+        (tmp_path / "references" / t).mkdir(parents=True)
+        (tmp_path / "references" / t / "triton.py").write_text("")
+    data = tmp_path / "benchmarks" / "data"
+    data.mkdir(parents=True)
+    (data / "ablation_h200.json").write_text(json.dumps({"gpu": "GPU", "date": "2026-12-03", "rounds": 4,
+        "evaluator": "in-process", "records": [
+            _rec("a", "L3.x", "not_load_bearing", 1.001), _rec("a", "L2.y", "load_bearing", 1.2),
+            _rec("a", "L3.z", "load_bearing", 1.5), _rec("a", "L1.w", "no_transform"),
+            _rec("b", "L2.y", "untimed")]}))
+    s = summary.summarize(tmp_path / "benchmarks")
+    assert s["ablation_tasks"] == ["a"]
+    assert [x["property"] for x in s["ablation"]["tasks"]["a"]] == ["a.L3.z", "a.L2.y", "a.L3.x"]
+    assert s["ablation"]["by_status"] == {"load_bearing": 2, "no_transform": 1, "not_load_bearing": 1, "untimed": 1}
+    assert "ablation_tasks: 1 of 3 references timed" in s["missing"]

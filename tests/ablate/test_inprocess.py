@@ -1,0 +1,162 @@
+"""benchmarks/inprocess_eval.py (the references' ablation without the sandbox) and the supervisor of
+``ablate_references.py --in-process``, on the CPU: right kernels pass, wrong ones fail as the sandboxed evaluator
+would fail them, timing returns what it measured, and a process that dies costs one reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import benchmarks.ablate_references as bench
+REPO = Path(__file__).resolve().parents[2]
+
+pytest.importorskip("torch")
+
+from benchmarks.inprocess_eval import InProcessEvaluator  # noqa: E402
+
+SOFTMAX = REPO / "references" / "softmax" / "triton.py"
+
+
+@pytest.fixture(scope="module")
+def ev() -> InProcessEvaluator:
+    return InProcessEvaluator(REPO, target_s=0.01, min_reps=3, max_reps=8)
+
+
+def _kernel(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text("import torch\n\n\ndef kernel(x, **scalars):\n" + body)
+    return path
+
+
+def test_the_reference_passes_on_smoke_and_hidden(ev: InProcessEvaluator) -> None:
+    res = ev("softmax", SOFTMAX, device="cpu", workloads="all", seed=0, hidden=True)
+    assert res.status == "passed" and res.correct, res.message
+    assert [w.name for w in res.workloads] == ["smoke", "hidden"]
+    assert all(w.trials >= 1 and w.errors and all(e.ok for e in w.errors) for w in res.workloads)
+    assert res.environment.sandbox.startswith("none")
+
+
+@pytest.mark.parametrize(("body", "status", "says"), [
+    ("    return torch.softmax(x.float(), -1).to(x.dtype) * 1.05\n", "incorrect", "out of tolerance"),
+    ("    return torch.softmax(x.double(), -1)\n", "incorrect", "dtype"),
+    ("    raise RuntimeError('no luck')\n", "runtime_error", "no luck"),
+    ("    return (\n", "compile_error", "SyntaxError"),
+])
+def test_a_wrong_kernel_fails_with_the_evaluators_status(ev: InProcessEvaluator, tmp_path: Path, body: str,
+                                                         status: str, says: str) -> None:
+    res = ev("softmax", _kernel(tmp_path, status, body), device="cpu", workloads="all", seed=0, hidden=False)
+    assert res.status == status and not res.correct
+    assert says in (res.message + " ".join(w.message for w in res.workloads))
+
+
+def test_draws_are_kept_per_task_and_dropped_for_the_next(ev: InProcessEvaluator, tmp_path: Path) -> None:
+    """A kernel that mutates its input does not change the next kernel's draw (each call gets clones)."""
+    bad = _kernel(tmp_path, "mutates", "    out = torch.softmax(x.float(), -1).to(x.dtype)\n    x.zero_()\n"
+                                       "    return out\n")
+    assert ev("softmax", bad, device="cpu", workloads="all", seed=3, hidden=False).correct
+    assert ev("softmax", SOFTMAX, device="cpu", workloads="all", seed=3, hidden=False).correct
+    ev("swiglu", REPO / "references" / "swiglu" / "triton.py", device="cpu", workloads="all", seed=3, hidden=False)
+    assert ev._task is not None and ev._task[0] == "swiglu"
+    assert all(k[1] == 3 for k in ev._draws) and len(ev._modules) == 1
+
+
+def test_timing_returns_its_repetitions(ev: InProcessEvaluator) -> None:
+    import torch
+
+    from runner.evaluate import load_task
+    from runner.inputs import WorkloadSpec
+
+    task = load_task(REPO, "softmax")
+    spec = WorkloadSpec.resolve(task, task.smoke)
+    calls = []
+
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return torch.softmax(x.float(), -1).to(x.dtype)
+
+    t = ev.time(kernel, (torch.randn(64, 128, dtype=torch.float16),), spec)
+    assert 3 <= t.reps <= 8 and len(calls) == 3 + t.reps and 0 < t.min_ms <= t.median_ms
+
+
+def test_the_cpu_dry_run_in_process_breaks_what_the_sandbox_breaks(tmp_path: Path, monkeypatch) -> None:
+    """rmsnorm_residual without its fp32 sum of squares fails on the smoke workload (as in docs/ablation.md's
+    sandboxed dry run); the vector-io variant passes and stays untimed on the CPU."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    argv = ["--device", "cpu", "--in-process", "--child", "--tasks", "rmsnorm_residual", "--properties",
+            "L1.fp32-sumsq", "L3.vector-io", "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "a.json"),
+            "--work-dir", str(tmp_path / "work")]
+    data = bench.run(bench.parse(argv))
+    by = {r["property"]: r["status"] for r in data["records"]}
+    assert by == {"rmsnorm_residual.L1.fp32-sumsq": "broke_correctness", "rmsnorm_residual.L3.vector-io": "untimed"}
+    assert data["evaluator"].startswith("in-process") and data["crashed"] == []
+    assert sorted(p.name for p in (tmp_path / "work" / "rmsnorm_residual").iterdir()) == [
+        "rmsnorm_residual_L1_fp32_sumsq.py", "rmsnorm_residual_L3_vector_io.py"]
+
+
+def _opt(argv: list[str], flag: str) -> list[str]:
+    """The values after ``flag`` in a command line, up to the next option."""
+    if flag not in argv:
+        return []
+    rest = argv[argv.index(flag) + 1:]
+    return rest[:next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]
+
+
+class Proc:
+    def __init__(self, rc: int) -> None:
+        self.rc = rc
+
+    def wait(self) -> int:
+        return self.rc
+
+
+def test_the_supervisor_warms_in_parallel_then_goes_on_past_a_crash(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "1")
+    args = bench.parse(["--in-process", "--warm-jobs", "2", "--tasks", "softmax", "swiglu", "layernorm",
+                        "--work-dir", str(tmp_path / "w"), "--budget-s", "100"])
+    args.jsonl, args.out = tmp_path / "a.jsonl", tmp_path / "a.json"
+    spawned: list[tuple[list[str], dict | None]] = []
+    current = tmp_path / "a.jsonl.current"
+
+    def spawn(argv: list[str], env: dict | None = None) -> Proc:
+        spawned.append((argv, env))
+        if "--check-only" in argv:
+            return Proc(0)
+        timed = [a for a, _ in spawned if "--check-only" not in a]
+        if len(timed) == 1:  # the first timed process dies inside swiglu
+            current.write_text("swiglu")
+            return Proc(-11)
+        return Proc(0)
+
+    assert bench.supervise(args, ["softmax", "swiglu", "layernorm"], spawn=spawn) == 1
+    warm = [(a, e) for a, e in spawned if "--check-only" in a]
+    assert [_opt(a, "--tasks") for a, _ in warm] == [["softmax", "layernorm"], ["swiglu"]]
+    assert all(e is not None and "TRITON_CACHE_AUTOTUNING" not in e for _, e in warm)
+    assert [_opt(a, "--jsonl") for a, _ in warm] == [[str(tmp_path / "w" / "warm" / f"warm{i}.jsonl")]
+                                                     for i in range(2)]
+    timed = [a for a, _ in spawned if "--check-only" not in a]
+    assert len(timed) == 2 and _opt(timed[0], "--crashed") == [] and _opt(timed[1], "--crashed") == ["swiglu"]
+    assert _opt(timed[1], "--tasks") == ["softmax", "swiglu", "layernorm"]
+    assert 0 <= float(_opt(timed[1], "--budget-s")[0]) <= 100
+
+
+def test_the_supervisor_stops_on_an_exit_outside_a_reference(tmp_path: Path) -> None:
+    args = bench.parse(["--in-process", "--tasks", "softmax", "--work-dir", str(tmp_path / "w")])
+    args.jsonl, args.out = tmp_path / "a.jsonl", tmp_path / "a.json"
+    spawned = []
+    assert bench.supervise(args, ["softmax"], spawn=lambda argv, **kw: spawned.append(argv) or Proc(1)) == 1
+    assert len(spawned) == 1
+
+
+def test_a_crashed_reference_is_skipped_and_named(tmp_path: Path) -> None:
+    from tests.ablate.fakes import FakeGPU
+
+    argv = ["--in-process", "--child", "--tasks", "softmax", "swiglu", "--properties", "exp2-fold", "sigmoid-exp2",
+            "--rounds", "2", "--crashed", "softmax", "--jsonl", str(tmp_path / "a.jsonl"), "--out",
+            str(tmp_path / "a.json")]
+    fake = FakeGPU()
+    data = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
+    assert data["tasks"] == ["swiglu"] and data["crashed"] == ["softmax"]
+    assert json.loads((tmp_path / "a.json").read_text())["crashed"] == ["softmax"]
+    assert not (tmp_path / "a.jsonl.current").exists()
