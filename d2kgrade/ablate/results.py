@@ -147,6 +147,37 @@ def append_record(path: Path, record: AblationRecord) -> None:
         fh.flush()
 
 
+def load_ablations(path: Path) -> list[AblationRecord]:
+    """The records of an ablations file: a JSONL of records (``ablations.jsonl``, the resume file) or the JSON
+    that ``benchmarks/ablate_references.py`` writes (its ``records``).
+
+    Raises:
+        UserError: no such file, or a file that is neither (naming the file and what was expected).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: file not found (expected an ablations JSONL or an ablation_<gpu>.json)")
+    if path.suffix != ".json":
+        return read_records(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
+        raise UserError(f"{path}: records: missing; expected the JSON of benchmarks/ablate_references.py, with a "
+                        "list of AblationRecords under 'records'")
+    out = []
+    for i, rec in enumerate(doc["records"]):
+        try:
+            out.append(AblationRecord.model_validate(rec))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "(record)"
+            raise UserError(f"{path}: records[{i}].{where}: {first['msg']}; expected an AblationRecord "
+                            "(d2kgrade.ablate.results)") from None
+    return out
+
+
 def read_records(path: Path) -> list[AblationRecord]:
     """Every record of an ablations JSONL file in file order, later duplicates of an (episode, property) key
     replacing earlier ones. A missing file is an empty list; a last line cut short by a crash is skipped (logged).

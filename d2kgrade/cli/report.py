@@ -30,6 +30,9 @@ def report(
     fast_p: str = typer.Option("0,1,1.5,2", "--fast-p", help="Thresholds p of fast_p."),
     viewer: Path = typer.Option(None, "--viewer", help="A `d2kgrade view` site to link rows into (default: "
                                                        "RUN_DIR/view of the first run, when it exists)."),
+    reference_ablations: Path = typer.Option(None, "--reference-ablations", help="The expert references' "
+                                             "ablation (benchmarks/data/ablation_h200.json, or an ablations JSONL) "
+                                             "for its section."),
     suite: Path = SuiteOption,
 ) -> None:
     """The paper-style report: statuses and failure reasons per arm, the headline table (also as LaTeX),
@@ -44,6 +47,11 @@ def report(
 
     cfg = score_config(rater=rater, proposal_rater=proposal_rater, resamples=resamples, seed=seed, ci=ci,
                        seed_agg=seed_agg, fast_p=parse_fast_p(fast_p))
+    ref_ablations = None
+    if reference_ablations is not None:
+        from d2kgrade.ablate.results import load_ablations
+
+        ref_ablations = (str(reference_ablations), load_ablations(reference_ablations))
     runs = load_runs(run_dirs or [], episodes=episodes, workloads=workloads, grades=grades)
     refs = load_runs(reference) if reference else []
     view_runs = runs_from_tables(runs)
@@ -68,7 +76,7 @@ def report(
                                   gold=gold, rubrics_from=load_settings(suite=suite).suite, table=tables)
         ratings_table = tables[0]
     html_path, md_path = write_report(out, result, agreement, ratings_table, episodes=table, runs=view_runs,
-                                      viewer=link)
+                                      viewer=link, reference_ablations=ref_ablations)
     err_console.print(f"wrote {html_path} and {md_path}")
     for w in result.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)

@@ -6,7 +6,7 @@ import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from d2kgrade import __version__
 from d2kgrade.io import atomic_write_text
@@ -251,11 +251,13 @@ def _provenance(doc: Document, sources: list[str], viewer: str | None) -> None:
 def build_document(score: ScoreResult, agreement: AgreementResult | None = None,
                    ratings: pd.DataFrame | None = None, *, title: str = "d2kgrade report",
                    episodes: pd.DataFrame | None = None, runs: list[Run] | None = None,
-                   viewer: str | None = None) -> Document:
+                   viewer: str | None = None, reference_ablations: tuple[str, list[Any]] | None = None
+                   ) -> Document:
     """The report's blocks. ``episodes`` (:func:`d2kgrade.view.data.episode_table`) adds the statuses and the
     Performance Score distribution; ``runs`` the ablations; ``viewer`` (a URL prefix ending in ``/``) links rows
-    into a ``d2kgrade view`` site."""
-    from d2kgrade.report.sections import ablation_section, runs_section
+    into a ``d2kgrade view`` site; ``reference_ablations`` (its source, its :class:`AblationRecord` list) the expert
+    references' ablation."""
+    from d2kgrade.report.sections import ablation_section, reference_ablation_section, runs_section
 
     doc = Document(title)
     _provenance(doc, score.runs, viewer)
@@ -264,6 +266,8 @@ def build_document(score: ScoreResult, agreement: AgreementResult | None = None,
     score_section(doc, score, episodes, viewer)
     if runs is not None:
         ablation_section(doc, runs)
+    if reference_ablations is not None:
+        reference_ablation_section(doc, reference_ablations[1], reference_ablations[0])
     if agreement is not None:
         agreement_section(doc, agreement, ratings)
     method_section(doc, score)
@@ -309,7 +313,8 @@ def write_document(out: Path, doc: Document) -> tuple[Path, Path]:
 
 def write_report(out: Path, score: ScoreResult, agreement: AgreementResult | None = None,
                  ratings: pd.DataFrame | None = None, *, episodes: pd.DataFrame | None = None,
-                 runs: list[Run] | None = None, viewer: str | None = None) -> tuple[Path, Path]:
+                 runs: list[Run] | None = None, viewer: str | None = None,
+                 reference_ablations: tuple[str, list[Any]] | None = None) -> tuple[Path, Path]:
     """Build the report (:func:`build_document`) and write it (:func:`write_document`)."""
     return write_document(out, build_document(score, agreement, ratings, episodes=episodes, runs=runs,
-                                              viewer=viewer))
+                                              viewer=viewer, reference_ablations=reference_ablations))

@@ -145,6 +145,32 @@ def ablation_section(doc: Document, runs: list[Run]) -> None:
     attribution_table(doc, [a for _, a in rows_in])
 
 
+def reference_ablation_section(doc: Document, records: list[Any], source: str) -> None:
+    """The expert references' ablation (``benchmarks/ablate_references.py``): per reference, each timed
+    property's slowdown when removed, its interval and the noise, and the workload it slowed most; the records
+    without a figure are counted by status."""
+    doc.add(Heading(2, "Expert references: which design properties carry the speed"))
+    timed = [r for r in records if r.slowdown is not None and not r.estimated_from_reference]
+    rest = Counter(r.status for r in records if r.slowdown is None or r.estimated_from_reference)
+    if not timed:
+        doc.add(Para(f"No timed reference ablation in {source}."))
+        return
+    rows: list[list[Cell]] = []
+    for r in sorted(timed, key=lambda r: (r.task, r.status != "load_bearing", -(r.slowdown or 0))):
+        worst = max(r.workloads, key=lambda w: w.slowdown, default=None)
+        rows.append([r.task, r.property.removeprefix(r.task + "."), r.status.replace("_", "-"),
+                     f"{r.slowdown:.3f}x [{r.ci_low:.3f}, {r.ci_high:.3f}]",
+                     "–" if r.noise_pct is None else f"{r.noise_pct:.2f}%",
+                     f"{worst.name} {worst.slowdown:.2f}x" if worst else "–", r.transform or "–"])
+    tasks = sorted({r.task for r in timed})
+    doc.add(Para(f"From {source}: {len(timed)} properties of {len(tasks)} references timed with the property "
+                 "removed (geomean over the catalog workloads of the ratio of medians, 95% bootstrap interval over "
+                 "rounds); load-bearing: the interval clears the original-against-itself noise. Without a figure: "
+                 + (", ".join(f"{n} {s.replace('_', '-')}" for s, n in sorted(rest.items())) or "none") + "."),
+            Table(["task", "property", "status", "slowdown [95% CI]", "noise", "most slowed workload", "transform"],
+                  rows, caption="The expert references with one property removed at a time."))
+
+
 def attribution_table(doc: Document, rows: list[dict[str, Any]], top: int = 3) -> None:
     """Per task and arm (:func:`d2kgrade.ablate.attribution.attribute`): the implemented properties that carried
     the speed (median slowdown when removed, episodes load-bearing of those timed) and the missing ones that cost

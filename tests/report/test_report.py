@@ -161,3 +161,32 @@ def test_the_ablation_section_names_what_carried_the_speed_per_task(tmp_path):
     assert "softmax.L1.one-pass 2.40x (lacking in 1)" in line, line
     unguided = next(x for x in md.splitlines() if x.startswith("| softmax | unguided"))
     assert "softmax.L1.online" not in unguided.split("|")[4], unguided  # broke correctness: nothing timed
+
+
+def test_the_report_carries_the_references_ablation_from_the_committed_json(tmp_path):
+    """--reference-ablations: the committed H200 ablation becomes a section, one row per timed property, load-bearing
+    first within a task; a file that is not an ablation is one error line naming it and what was expected."""
+    from pathlib import Path
+
+    from d2kgrade.errors import UserError
+
+    committed = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "ablation_h200.json"
+    doc = json.loads(committed.read_text())
+    timed = [r for r in doc["records"] if r["slowdown"] is not None]
+    run = make_run(tmp_path / "run", models=("m1",), tasks=("ta", "tb"), seed=3)
+    out = tmp_path / "rep.html"
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(out), "--resamples", "20",
+                                   "--reference-ablations", str(committed)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    md = out.with_suffix(".md").read_text()
+    assert "Expert references: which design properties carry the speed" in md
+    rows = [x for x in md.splitlines() if re.match(r"\| [a-z0-9_]+ \| L\d\.", x)]
+    assert len(rows) == len(timed)
+    top = max((r for r in timed if r["task"] == "gemm_bf16"), key=lambda r: r["slowdown"])
+    first = next(x for x in rows if x.startswith("| gemm_bf16 |"))
+    assert top["property"].removeprefix("gemm_bf16.") in first and f"{top['slowdown']:.3f}x" in first
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"what": "something else"}))
+    res = CliRunner().invoke(app, ["report", str(run), "--out", str(out), "--reference-ablations", str(bad)])
+    # a UserError: the console entry point prints it as one line and exits 1
+    assert isinstance(res.exception, UserError) and "bad.json: records: missing" in str(res.exception)
