@@ -27,8 +27,8 @@ autotuned once, inputs and float64 references are made once per reference, and t
 evaluator's batch (:func:`runner.timing.timed_reps`). ``--warm-jobs N`` first checks every reference and variant in
 N parallel processes, which fills Triton's cache (compiling is CPU-bound and the H200's host has 16 cores); the
 timed run that follows is alone on the GPU and autotunes afresh (the warm processes keep no autotuning choice). The
-timed run is supervised: a variant that takes the process down (a CUDA fault) costs its reference, which is named
-under ``crashed``, and the run goes on with the next. ``--device cpu`` is the dry run (correctness only).
+timed run is supervised: a variant that takes the process down (a CUDA fault) or a reference that runs past
+``--reference-timeout-s`` costs that reference, which is named under ``crashed``, and the run goes on with the next. ``--device cpu`` is the dry run (correctness only).
 """
 
 from __future__ import annotations
@@ -210,6 +210,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--work-dir", type=Path, default=None, help="where the variants are written (default: a "
                     f"temporary folder; {WORK_DIR} with --in-process, so that the warm processes compile what "
                     "the timed run loads)")
+    ap.add_argument("--reference-timeout-s", type=float, default=600.0, help="--in-process: kill the timed process "
+                    "when one reference runs longer, name it under 'crashed' and go on")
+    ap.add_argument("--warm-timeout-s", type=float, default=420.0, help="--in-process: kill the warm processes "
+                    "still running after this long (the timed run compiles what they did not)")
     ap.add_argument("--check-only", action="store_true", help=argparse.SUPPRESS)  # a warm process
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # run by the supervisor
     ap.add_argument("--crashed", nargs="*", default=[], help=argparse.SUPPRESS)  # references that took it down
@@ -244,10 +248,12 @@ def child_argv(args: argparse.Namespace, tasks: list[str], **over: Any) -> list[
 
 
 def supervise(args: argparse.Namespace, tasks: list[str], clock: Callable[[], float] = time.monotonic,
-              spawn: Callable[..., int] | None = None) -> int:
+              spawn: Callable[..., Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
     """Run the in-process ablation of ``tasks`` in child processes: first the warm ones (``--warm-jobs``, in
-    parallel, checks only, their records thrown away), then one timed process at a time, restarted past a
-    reference that took it down. Returns 0, or 1 if a reference crashed."""
+    parallel, checks only, their records thrown away; those still running after ``--warm-timeout-s`` are killed),
+    then one timed process at a time, restarted past a reference that took it down or ran longer than
+    ``--reference-timeout-s`` (round 15's first machine: a histogram variant ran for 500 s and more). Returns 0, or
+    1 if a reference crashed or timed out."""
     spawn = spawn or (lambda argv, **kw: subprocess.Popen(argv, **kw))
     t0 = clock()
     if args.warm_jobs:
@@ -257,21 +263,40 @@ def supervise(args: argparse.Namespace, tasks: list[str], clock: Callable[[], fl
         groups = [tasks[i::args.warm_jobs] for i in range(min(args.warm_jobs, len(tasks)))]
         procs = [spawn(child_argv(args, g, check_only=True, jsonl=warm / f"warm{i}.jsonl",
                                   out=warm / f"warm{i}.json"), env=env) for i, g in enumerate(groups)]
-        rcs = [p.wait() for p in procs]
-        print(f"warm: {len(groups)} processes in {clock() - t0:.0f} s, exit codes {rcs}", file=sys.stderr)
+        while any(p.poll() is None for p in procs) and clock() - t0 < args.warm_timeout_s:
+            sleep(1.0)
+        late = [g for p, g in zip(procs, groups, strict=True) if p.poll() is None]
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        print(f"warm: {len(groups)} processes in {clock() - t0:.0f} s, exit codes {[p.poll() for p in procs]}"
+              + (f"; killed after {args.warm_timeout_s:.0f} s: {late}" if late else ""), file=sys.stderr)
     crashed: list[str] = []
     current = args.jsonl.with_name(args.jsonl.name + ".current")
     while True:
         current.unlink(missing_ok=True)
         budget = None if args.budget_s is None else max(0.0, args.budget_s - (clock() - t0))
-        rc = spawn(child_argv(args, tasks, budget_s=budget, crashed=crashed)).wait()
+        proc = spawn(child_argv(args, tasks, budget_s=budget, crashed=crashed))
+        rc, seen, since = None, None, clock()
+        while (rc := proc.poll()) is None:
+            task = current.read_text() if current.is_file() else None
+            if task != seen:
+                seen, since = task, clock()
+            elif task is not None and clock() - since > args.reference_timeout_s:
+                proc.kill()
+                rc = proc.wait()
+                print(f"{task}: ran past --reference-timeout-s {args.reference_timeout_s:.0f} s; killed",
+                      file=sys.stderr)
+                break
+            sleep(1.0)
         if rc == 0:
             break
         if not current.is_file() or current.read_text() in crashed:
             print(f"the timed process exited with {rc} outside a reference; stopping", file=sys.stderr)
             return 1
         crashed.append(current.read_text())
-        print(f"{crashed[-1]}: the timed process died (exit code {rc}); going on without it", file=sys.stderr)
+        print(f"{crashed[-1]}: the timed process ended (exit code {rc}); going on without it", file=sys.stderr)
     return 1 if crashed else 0
 
 

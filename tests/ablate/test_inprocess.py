@@ -104,11 +104,34 @@ def _opt(argv: list[str], flag: str) -> list[str]:
 
 
 class Proc:
-    def __init__(self, rc: int) -> None:
+    """A child process that exits with ``rc``, or runs until killed (``rc=None``)."""
+
+    def __init__(self, rc: int | None) -> None:
         self.rc = rc
+        self.killed = False
+
+    def poll(self) -> int | None:
+        return self.rc
+
+    def kill(self) -> None:
+        self.killed, self.rc = True, -9
 
     def wait(self) -> int:
+        assert self.rc is not None
         return self.rc
+
+
+class Clock:
+    """Time that passes only when the supervisor sleeps."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
 
 
 def test_the_supervisor_warms_in_parallel_then_goes_on_past_a_crash(tmp_path: Path, monkeypatch) -> None:
@@ -129,7 +152,7 @@ def test_the_supervisor_warms_in_parallel_then_goes_on_past_a_crash(tmp_path: Pa
             return Proc(-11)
         return Proc(0)
 
-    assert bench.supervise(args, ["softmax", "swiglu", "layernorm"], spawn=spawn) == 1
+    assert bench.supervise(args, ["softmax", "swiglu", "layernorm"], spawn=spawn, sleep=lambda s: None) == 1
     warm = [(a, e) for a, e in spawned if "--check-only" in a]
     assert [_opt(a, "--tasks") for a, _ in warm] == [["softmax", "layernorm"], ["swiglu"]]
     assert all(e is not None and "TRITON_CACHE_AUTOTUNING" not in e for _, e in warm)
@@ -147,6 +170,31 @@ def test_the_supervisor_stops_on_an_exit_outside_a_reference(tmp_path: Path) -> 
     spawned = []
     assert bench.supervise(args, ["softmax"], spawn=lambda argv, **kw: spawned.append(argv) or Proc(1)) == 1
     assert len(spawned) == 1
+
+
+def test_a_reference_that_hangs_is_killed_and_named_and_so_is_a_hung_warm_process(tmp_path: Path) -> None:
+    """Round 15's first machine: a histogram variant ran 500 s and more. Past --reference-timeout-s the timed
+    process is killed and restarted without that reference; a warm process past --warm-timeout-s is killed."""
+    args = bench.parse(["--in-process", "--warm-jobs", "2", "--tasks", "histogram", "softmax", "--work-dir",
+                        str(tmp_path / "w"), "--reference-timeout-s", "50", "--warm-timeout-s", "30"])
+    args.jsonl, args.out = tmp_path / "a.jsonl", tmp_path / "a.json"
+    current = tmp_path / "a.jsonl.current"
+    clock, procs = Clock(), []
+
+    def spawn(argv: list[str], env: dict | None = None) -> Proc:
+        hangs = ("--check-only" in argv and _opt(argv, "--tasks") == ["histogram"]) or (
+            "--check-only" not in argv and _opt(argv, "--crashed") == [])
+        if "--check-only" not in argv and hangs:
+            current.write_text("histogram")
+        procs.append((argv, Proc(None if hangs else 0)))
+        return procs[-1][1]
+
+    assert bench.supervise(args, ["histogram", "softmax"], clock=clock, spawn=spawn, sleep=clock.sleep) == 1
+    warm = [p for a, p in procs if "--check-only" in a]
+    assert [p.killed for p in warm] == [True, False]
+    timed = [(a, p) for a, p in procs if "--check-only" not in a]
+    assert len(timed) == 2 and timed[0][1].killed and _opt(timed[1][0], "--crashed") == ["histogram"]
+    assert 30 + 50 <= clock.t <= 30 + 50 + 5
 
 
 def test_a_crashed_reference_is_skipped_and_named(tmp_path: Path) -> None:
