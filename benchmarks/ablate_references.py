@@ -28,7 +28,8 @@ evaluator's batch (:func:`runner.timing.timed_reps`). ``--warm-jobs N`` first ch
 N parallel processes, which fills Triton's cache (compiling is CPU-bound and the H200's host has 16 cores); the
 timed run that follows is alone on the GPU and autotunes afresh (the warm processes keep no autotuning choice). The
 timed run is supervised: a variant that takes the process down (a CUDA fault) or a reference that runs past
-``--reference-timeout-s`` costs that reference, which is named under ``crashed``, and the run goes on with the next. ``--device cpu`` is the dry run (correctness only).
+``--reference-timeout-s`` costs that reference, which is named under ``crashed``, and the run goes on with the
+next. ``--device cpu`` is the dry run (correctness only).
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ def task_properties(suite: Suite, tasks: list[str], names: list[str] | None) -> 
     return out
 
 
+def current_file(args: argparse.Namespace) -> Path:
+    """Where a timed process names the reference it is ablating (removed when it is done), so that the supervisor
+    can name the one that took the process down."""
+    return args.jsonl.with_name(args.jsonl.name + ".current")
+
+
 def default_tasks(suite: Suite) -> list[str]:
     """Every task with a Triton reference."""
     return [t for t in suite.task_ids if "triton" in suite.reference_kernels(t)]
@@ -162,7 +169,7 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
         return data
 
     complete = True
-    current = args.jsonl.with_name(args.jsonl.name + ".current")
+    current = current_file(args)
     for i, task in enumerate(tasks):
         episode = REFERENCE_PREFIX + task
         if episode in done or task in args.crashed:
@@ -273,7 +280,7 @@ def supervise(args: argparse.Namespace, tasks: list[str], clock: Callable[[], fl
         print(f"warm: {len(groups)} processes in {clock() - t0:.0f} s, exit codes {[p.poll() for p in procs]}"
               + (f"; killed after {args.warm_timeout_s:.0f} s: {late}" if late else ""), file=sys.stderr)
     crashed: list[str] = []
-    current = args.jsonl.with_name(args.jsonl.name + ".current")
+    current = current_file(args)
     while True:
         current.unlink(missing_ok=True)
         budget = None if args.budget_s is None else max(0.0, args.budget_s - (clock() - t0))

@@ -42,7 +42,7 @@ from runner.direct import load_reference
 from runner.evaluate import gpu_info, load_task, resolve_device, resolve_workloads
 from runner.inputs import WorkloadSpec, distributions, make_inputs
 from runner.loading import load_module
-from runner.stats import derive_seed
+from runner.stats import derive_seed, summarize
 from runner.timing import Rotation, choose_reps, flush_buffer, pad_for, timed_reps
 from runner.trials import output_tuple
 
@@ -178,20 +178,13 @@ class InProcessEvaluator:
         reps = choose_reps(per_rep_s, self.target_s, self.min_reps, self.max_reps)
         samples = timed_reps(call, rotation, reps, self._flush, warmup_ms=self.warmup_ms,
                              pad_ms=pad_for(stats.get("host_ms_per_rep", 0.0)))
-        xs = sorted(samples)
-        q = len(xs) // 4
-        return Timing(median_ms=_median(xs), iqr_ms=xs[-1 - q] - xs[q], min_ms=xs[0], reps=len(xs))
+        return Timing(**summarize(samples))
 
 
 def _limitation(exc: BaseException) -> str | None:
     from runner import interp_compat
 
     return interp_compat.limitation(exc)
-
-
-def _median(xs: list[float]) -> float:
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def _environment(dev: str) -> Environment:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -147,7 +147,18 @@ def append_record(path: Path, record: AblationRecord) -> None:
         fh.flush()
 
 
-def load_ablations(path: Path) -> list[AblationRecord]:
+def _validated(raw: Any, where: str) -> AblationRecord:
+    """``raw`` as a record, or a UserError that names ``where`` (file and line or index) and the first problem."""
+    try:
+        return AblationRecord.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "(record)"
+        raise UserError(f"{where}: {loc}: {first['msg']}; expected an AblationRecord (d2kgrade.ablate.results)"
+                        ) from None
+
+
+def read_ablation_file(path: Path) -> list[AblationRecord]:
     """The records of an ablations file: a JSONL of records (``ablations.jsonl``, the resume file) or the JSON
     that ``benchmarks/ablate_references.py`` writes (its ``records``).
 
@@ -166,16 +177,7 @@ def load_ablations(path: Path) -> list[AblationRecord]:
     if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
         raise UserError(f"{path}: records: missing; expected the JSON of benchmarks/ablate_references.py, with a "
                         "list of AblationRecords under 'records'")
-    out = []
-    for i, rec in enumerate(doc["records"]):
-        try:
-            out.append(AblationRecord.model_validate(rec))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "(record)"
-            raise UserError(f"{path}: records[{i}].{where}: {first['msg']}; expected an AblationRecord "
-                            "(d2kgrade.ablate.results)") from None
-    return out
+    return [_validated(rec, f"{path}: records[{i}]") for i, rec in enumerate(doc["records"])]
 
 
 def read_records(path: Path) -> list[AblationRecord]:
@@ -193,17 +195,13 @@ def read_records(path: Path) -> list[AblationRecord]:
         if not line.strip():
             continue
         try:
-            rec = AblationRecord.model_validate(json.loads(line))
+            raw = json.loads(line)
         except json.JSONDecodeError as exc:
             if i == len(lines):
                 log.warning("%s: line %d cut short (%s); skipped", path, i, exc.msg)
                 continue
             raise UserError(f"{path}: line {i}: not JSON ({exc.msg}); expected one AblationRecord per line") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "(record)"
-            raise UserError(f"{path}: line {i}: {where}: {first['msg']}; expected an AblationRecord "
-                            f"(d2kgrade.ablate.results)") from None
+        rec = _validated(raw, f"{path}: line {i}")
         out.pop(rec.key(), None)
         out[rec.key()] = rec
     return list(out.values())
@@ -227,5 +225,6 @@ __all__ = [
     "WorkloadAblation",
     "append_record",
     "load_run_ablations",
+    "read_ablation_file",
     "read_records",
 ]

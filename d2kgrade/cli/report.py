@@ -49,9 +49,9 @@ def report(
                        seed_agg=seed_agg, fast_p=parse_fast_p(fast_p))
     ref_ablations = None
     if reference_ablations is not None:
-        from d2kgrade.ablate.results import load_ablations
+        from d2kgrade.ablate.results import read_ablation_file
 
-        ref_ablations = (str(reference_ablations), load_ablations(reference_ablations))
+        ref_ablations = (str(reference_ablations), read_ablation_file(reference_ablations))
     runs = load_runs(run_dirs or [], episodes=episodes, workloads=workloads, grades=grades)
     refs = load_runs(reference) if reference else []
     view_runs = runs_from_tables(runs)
