@@ -26,15 +26,18 @@ without the sandbox (:mod:`benchmarks.inprocess_eval`: trusted code only): each 
 autotuned once, inputs and float64 references are made once per reference, and the rounds time it with the
 evaluator's batch (:func:`runner.timing.timed_reps`). ``--warm-jobs N`` first checks every reference and variant in
 N parallel processes, which fills Triton's cache (compiling is CPU-bound and the H200's host has 16 cores); the
-timed run that follows is alone on the GPU and autotunes afresh (the warm processes keep no autotuning choice). The
-timed run is supervised: a variant that takes the process down (a CUDA fault) or a reference that runs past
-``--reference-timeout-s`` costs that reference, which is named under ``crashed``, and the run goes on with the
-next. ``--device cpu`` is the dry run (correctness only).
+timed run that follows is alone on the GPU and autotunes afresh (the warm processes keep no autotuning choice). Every
+process is supervised: a variant whose evaluation takes the process down (a CUDA fault) or runs past
+``--step-timeout-s`` is recorded as ``broke_correctness`` with the reason (as the sandbox's time limit would fail
+it), and the process is restarted without it; a reference whose original does so is named under ``crashed``.
+``--device cpu`` is the dry run (correctness only).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -42,16 +45,19 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from d2kgrade.ablate.apply import ablate_source
 from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator, select_properties
 from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, read_records
 from d2kgrade.errors import UserError
 from d2kgrade.io import write_json
+from d2kgrade.runstore import now_iso
 from d2kgrade.suite import Suite
 
 WORK_DIR = Path("/tmp/d2k_ablate_work")
@@ -117,9 +123,35 @@ def task_properties(suite: Suite, tasks: list[str], names: list[str] | None) -> 
 
 
 def current_file(args: argparse.Namespace) -> Path:
-    """Where a timed process names the reference it is ablating (removed when it is done), so that the supervisor
-    can name the one that took the process down."""
+    """Where a supervised process names the reference and the variant it is evaluating (removed when the reference
+    is done), so that the supervisor can name what took the process down or hung it."""
     return args.jsonl.with_name(args.jsonl.name + ".current")
+
+
+def write_marker(path: Path, task: str, prop: str | None, step: str) -> None:
+    """Name the reference ``task``, the variant (``prop``; None for the original) and the step being run."""
+    path.write_text(json.dumps({"task": task, "property": prop, "step": step}))
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """What :func:`write_marker` wrote, or None when the file is missing or cut short."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("task"), str) else None
+
+
+def lost_record(subject: Subject, suite: Suite, prop_id: str, why: str, device: str) -> AblationRecord:
+    """The record of a variant whose evaluation hung or took its process down (``why``): it fails the evaluator,
+    as a submission past the sandbox's time limit or one that kills its kernel host does."""
+    prop = next(p for p in suite.load_rubric(subject.task).properties if p.id == prop_id)
+    source = subject.path.read_text(encoding="utf-8")
+    v = ablate_source(source, prop)
+    return AblationRecord(task=subject.task, episode=subject.episode, arm=subject.arm, property=prop.id,
+                          level=prop.level, present=True, status="broke_correctness", transform=v.transform,
+                          message=f"{why}; {v.summary()}", device=device, created_at=now_iso(),
+                          kernel_sha256=hashlib.sha256(source.encode()).hexdigest())
 
 
 def default_tasks(suite: Suite) -> list[str]:
@@ -170,6 +202,7 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
 
     complete = True
     current = current_file(args)
+    lost = dict(item.split("=", 1) for item in args.lost)
     for i, task in enumerate(tasks):
         episode = REFERENCE_PREFIX + task
         if episode in done or task in args.crashed:
@@ -180,13 +213,22 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
             complete = False
             break
         t1 = clock()
+        props = [p.id for p in select_properties(suite.load_rubric(task), wanted[task])]
+        subject = Subject(task, suite.reference_kernels(task)["triton"], episode, arm="reference")
+
+        def progress(msg: str, task: str = task, props: list[str] = props) -> None:
+            print(f"[{clock() - t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
+            # What the supervisor names if this process dies or hangs here: the reference, and the variant.
+            write_marker(current, task, next((p for p in props if msg.endswith(p)), None), msg)
+
         current.parent.mkdir(parents=True, exist_ok=True)
-        current.write_text(task)  # what the supervisor names if this process dies
-        recs = ablate_kernel(Subject(task, suite.reference_kernels(task)["triton"], episode, arm="reference"),
-                             suite, config, properties=wanted[task], evaluate=evaluate,
+        write_marker(current, task, None, "start")
+        live = [p for p in props if p not in lost]
+        recs = ablate_kernel(subject, suite, config, properties=live, evaluate=evaluate,
                              work_dir=args.work_dir / task if args.work_dir else None,
-                             progress=lambda m: print(f"[{clock() - t0:7.1f} s] {m}", file=sys.stderr,
-                                                      flush=True))
+                             progress=progress) if live else []
+        recs += [lost_record(subject, suite, p, lost[p], args.device) for p in props if p in lost]
+        recs.sort(key=lambda r: props.index(r.property))
         for r in recs:
             append_record(args.jsonl, r)
         current.unlink(missing_ok=True)
@@ -217,13 +259,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--work-dir", type=Path, default=None, help="where the variants are written (default: a "
                     f"temporary folder; {WORK_DIR} with --in-process, so that the warm processes compile what "
                     "the timed run loads)")
-    ap.add_argument("--reference-timeout-s", type=float, default=600.0, help="--in-process: kill the timed process "
-                    "when one reference runs longer, name it under 'crashed' and go on")
+    ap.add_argument("--step-timeout-s", type=float, default=300.0, help="--in-process: kill a process whose "
+                    "evaluation of one reference or variant runs longer; the variant is recorded as "
+                    "broke_correctness (a reference's original: named under 'crashed') and the run goes on")
     ap.add_argument("--warm-timeout-s", type=float, default=420.0, help="--in-process: kill the warm processes "
                     "still running after this long (the timed run compiles what they did not)")
     ap.add_argument("--check-only", action="store_true", help=argparse.SUPPRESS)  # a warm process
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # run by the supervisor
     ap.add_argument("--crashed", nargs="*", default=[], help=argparse.SUPPRESS)  # references that took it down
+    ap.add_argument("--lost", nargs="*", default=[], help=argparse.SUPPRESS)  # PROPERTY=WHY: variants that did so
     args = ap.parse_args(argv)
     if args.rounds < 2:
         ap.error("--rounds must be >= 2 (the noise needs two rounds)")
@@ -254,57 +298,117 @@ def child_argv(args: argparse.Namespace, tasks: list[str], **over: Any) -> list[
     return argv
 
 
+@dataclass
+class Lane:
+    """One supervised child process and what it has lost so far."""
+
+    tasks: list[str]
+    marker: Path
+    over: dict[str, Any]
+    """:func:`child_argv` overrides (``check_only``, ``jsonl``, ``out``)."""
+    env: dict[str, str] | None = None
+    crashed: list[str] = field(default_factory=list)
+    """References whose original took the process down or hung it: left out of its restarts."""
+    proc: Any = None
+    seen: Any = None
+    since: float = 0.0
+    done: bool = False
+    failed: bool = False
+
+
+def _lost_why(where: str, step: str, rc: int | None, timeout_s: float) -> str:
+    return (f"its evaluation in {where} ({step}) ran past --step-timeout-s {timeout_s:.0f} s and was killed"
+            if rc is None else f"its evaluation in {where} ({step}) took the process down (exit code {rc})")
+
+
+def watch(args: argparse.Namespace, lanes: list[Lane], lost: dict[str, str], *, clock: Callable[[], float],
+          spawn: Callable[..., Any], sleep: Callable[[float], None], t0: float,
+          deadline: float | None = None) -> None:
+    """Run ``lanes`` to the end, restarting a lane past what took its process down or hung it for
+    ``--step-timeout-s``: a variant goes into ``lost`` (property -> why; shared by all lanes, so that a variant
+    that hung a warm process is not run again), a reference whose original did it into the lane's ``crashed``.
+    A lane that dies outside a reference, or twice on the same thing, stops. Past ``deadline`` every lane still
+    running is killed."""
+
+    def start(lane: Lane) -> None:
+        lane.marker.unlink(missing_ok=True)
+        budget = None if args.budget_s is None else max(0.0, args.budget_s - (clock() - t0))
+        lane.proc = spawn(child_argv(args, lane.tasks, budget_s=budget, crashed=lane.crashed,
+                                     lost=[f"{p}={w}" for p, w in lost.items()], **lane.over),
+                          **({"env": lane.env} if lane.env is not None else {}))
+        lane.seen, lane.since = None, clock()
+
+    for lane in lanes:
+        start(lane)
+    while running := [lane for lane in lanes if not (lane.done or lane.failed)]:
+        if deadline is not None and clock() > deadline:
+            for lane in running:
+                lane.proc.kill()
+                lane.proc.wait()
+                lane.failed = True
+            return
+        for lane in running:
+            rc = lane.proc.poll()
+            mark = read_marker(lane.marker)
+            if rc is None:
+                if mark != lane.seen:
+                    lane.seen, lane.since = mark, clock()
+                    continue
+                if mark is None or clock() - lane.since <= args.step_timeout_s:
+                    continue
+                lane.proc.kill()
+                lane.proc.wait()
+            elif rc == 0:
+                lane.done = True
+                continue
+            where = "a warm process" if lane.over.get("check_only") else "the timed process"
+            if mark is None:
+                print(f"{where} exited with {rc} outside a reference; stopping it", file=sys.stderr)
+                lane.failed = True
+                continue
+            prop, step = mark.get("property"), mark.get("step", "?")
+            if isinstance(prop, str) and prop not in lost:
+                lost[prop] = _lost_why(where, step, rc, args.step_timeout_s)
+                print(f"{mark['task']}: {prop}: {lost[prop]}; going on without it", file=sys.stderr)
+            elif prop is None and mark["task"] not in lane.crashed:
+                lane.crashed.append(mark["task"])
+                print(f"{mark['task']}: {where} ended in {step!r} (exit code {rc}); going on without it",
+                      file=sys.stderr)
+            else:
+                print(f"{where} ended twice on {mark['task']} {prop or ''}; stopping it", file=sys.stderr)
+                lane.failed = True
+                continue
+            start(lane)
+        sleep(1.0)
+
+
 def supervise(args: argparse.Namespace, tasks: list[str], clock: Callable[[], float] = time.monotonic,
               spawn: Callable[..., Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
-    """Run the in-process ablation of ``tasks`` in child processes: first the warm ones (``--warm-jobs``, in
-    parallel, checks only, their records thrown away; those still running after ``--warm-timeout-s`` are killed),
-    then one timed process at a time, restarted past a reference that took it down or ran longer than
-    ``--reference-timeout-s`` (round 15's first machine: a histogram variant ran for 500 s and more). Returns 0, or
-    1 if a reference crashed or timed out."""
+    """Run the in-process ablation of ``tasks`` in child processes (:func:`watch`): first the warm ones
+    (``--warm-jobs``, in parallel, checks only, their records thrown away; those still running after
+    ``--warm-timeout-s`` are killed), then one timed process. A variant that hangs a process for
+    ``--step-timeout-s`` (round 15's first machine: histogram's strategy-by-bins variant ran for 500 s and more) or
+    takes it down is recorded as ``broke_correctness`` with the reason, and the reference goes on without it; a
+    reference whose original does it is named under ``crashed``. Returns 0, or 1 if a reference crashed or the
+    timed process stopped."""
     spawn = spawn or (lambda argv, **kw: subprocess.Popen(argv, **kw))
     t0 = clock()
+    lost: dict[str, str] = {}
     if args.warm_jobs:
         warm = Path(args.work_dir) / "warm"
         warm.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_AUTOTUNING"}
-        groups = [tasks[i::args.warm_jobs] for i in range(min(args.warm_jobs, len(tasks)))]
-        procs = [spawn(child_argv(args, g, check_only=True, jsonl=warm / f"warm{i}.jsonl",
-                                  out=warm / f"warm{i}.json"), env=env) for i, g in enumerate(groups)]
-        while any(p.poll() is None for p in procs) and clock() - t0 < args.warm_timeout_s:
-            sleep(1.0)
-        late = [g for p, g in zip(procs, groups, strict=True) if p.poll() is None]
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        print(f"warm: {len(groups)} processes in {clock() - t0:.0f} s, exit codes {[p.poll() for p in procs]}"
-              + (f"; killed after {args.warm_timeout_s:.0f} s: {late}" if late else ""), file=sys.stderr)
-    crashed: list[str] = []
-    current = current_file(args)
-    while True:
-        current.unlink(missing_ok=True)
-        budget = None if args.budget_s is None else max(0.0, args.budget_s - (clock() - t0))
-        proc = spawn(child_argv(args, tasks, budget_s=budget, crashed=crashed))
-        rc, seen, since = None, None, clock()
-        while (rc := proc.poll()) is None:
-            task = current.read_text() if current.is_file() else None
-            if task != seen:
-                seen, since = task, clock()
-            elif task is not None and clock() - since > args.reference_timeout_s:
-                proc.kill()
-                rc = proc.wait()
-                print(f"{task}: ran past --reference-timeout-s {args.reference_timeout_s:.0f} s; killed",
-                      file=sys.stderr)
-                break
-            sleep(1.0)
-        if rc == 0:
-            break
-        if not current.is_file() or current.read_text() in crashed:
-            print(f"the timed process exited with {rc} outside a reference; stopping", file=sys.stderr)
-            return 1
-        crashed.append(current.read_text())
-        print(f"{crashed[-1]}: the timed process ended (exit code {rc}); going on without it", file=sys.stderr)
-    return 1 if crashed else 0
+        lanes = [Lane(tasks[i::args.warm_jobs], warm / f"warm{i}.jsonl.current", env=env,
+                      over={"check_only": True, "jsonl": warm / f"warm{i}.jsonl", "out": warm / f"warm{i}.json"})
+                 for i in range(min(args.warm_jobs, len(tasks)))]
+        watch(args, lanes, lost, clock=clock, spawn=spawn, sleep=sleep, t0=t0, deadline=t0 + args.warm_timeout_s)
+        late = [lane.tasks for lane in lanes if not lane.done]
+        print(f"warm: {len(lanes)} processes in {clock() - t0:.0f} s"
+              + (f"; not finished (killed after {args.warm_timeout_s:.0f} s, or stopped): {late}" if late else ""),
+              file=sys.stderr)
+    timed = Lane(list(tasks), current_file(args), over={})
+    watch(args, [timed], lost, clock=clock, spawn=spawn, sleep=sleep, t0=t0)
+    return 1 if timed.crashed or timed.failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,6 +134,10 @@ class Clock:
         self.t += s
 
 
+def _mark(path: Path, task: str, prop: str | None = None, step: str = "correctness") -> None:
+    bench.write_marker(path, task, prop, step)
+
+
 def test_the_supervisor_warms_in_parallel_then_goes_on_past_a_crash(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TRITON_CACHE_AUTOTUNING", "1")
     args = bench.parse(["--in-process", "--warm-jobs", "2", "--tasks", "softmax", "swiglu", "layernorm",
@@ -147,8 +151,8 @@ def test_the_supervisor_warms_in_parallel_then_goes_on_past_a_crash(tmp_path: Pa
         if "--check-only" in argv:
             return Proc(0)
         timed = [a for a, _ in spawned if "--check-only" not in a]
-        if len(timed) == 1:  # the first timed process dies inside swiglu
-            current.write_text("swiglu")
+        if len(timed) == 1:  # the first timed process dies on swiglu's original
+            _mark(current, "swiglu")
             return Proc(-11)
         return Proc(0)
 
@@ -160,7 +164,7 @@ def test_the_supervisor_warms_in_parallel_then_goes_on_past_a_crash(tmp_path: Pa
                                                      for i in range(2)]
     timed = [a for a, _ in spawned if "--check-only" not in a]
     assert len(timed) == 2 and _opt(timed[0], "--crashed") == [] and _opt(timed[1], "--crashed") == ["swiglu"]
-    assert _opt(timed[1], "--tasks") == ["softmax", "swiglu", "layernorm"]
+    assert _opt(timed[1], "--tasks") == ["softmax", "swiglu", "layernorm"] and _opt(timed[1], "--lost") == []
     assert 0 <= float(_opt(timed[1], "--budget-s")[0]) <= 100
 
 
@@ -168,33 +172,68 @@ def test_the_supervisor_stops_on_an_exit_outside_a_reference(tmp_path: Path) -> 
     args = bench.parse(["--in-process", "--tasks", "softmax", "--work-dir", str(tmp_path / "w")])
     args.jsonl, args.out = tmp_path / "a.jsonl", tmp_path / "a.json"
     spawned = []
-    assert bench.supervise(args, ["softmax"], spawn=lambda argv, **kw: spawned.append(argv) or Proc(1)) == 1
+    assert bench.supervise(args, ["softmax"], spawn=lambda argv, **kw: spawned.append(argv) or Proc(1),
+                           sleep=lambda s: None) == 1
     assert len(spawned) == 1
 
 
-def test_a_reference_that_hangs_is_killed_and_named_and_so_is_a_hung_warm_process(tmp_path: Path) -> None:
-    """Round 15's first machine: a histogram variant ran 500 s and more. Past --reference-timeout-s the timed
-    process is killed and restarted without that reference; a warm process past --warm-timeout-s is killed."""
+def test_a_variant_that_hangs_a_warm_process_is_lost_for_every_process(tmp_path: Path) -> None:
+    """Round 15's first machine: histogram's strategy-by-bins variant ran 500 s and more in a warm process. Past
+    --step-timeout-s the warm process is killed and restarted without that variant, and the timed process is
+    told it was lost (it records it, never runs it); a reference whose original hangs is named under crashed."""
     args = bench.parse(["--in-process", "--warm-jobs", "2", "--tasks", "histogram", "softmax", "--work-dir",
-                        str(tmp_path / "w"), "--reference-timeout-s", "50", "--warm-timeout-s", "30"])
+                        str(tmp_path / "w"), "--step-timeout-s", "50", "--warm-timeout-s", "400"])
     args.jsonl, args.out = tmp_path / "a.jsonl", tmp_path / "a.json"
-    current = tmp_path / "a.jsonl.current"
+    bins = "histogram.L2.strategy-by-bins"
     clock, procs = Clock(), []
 
     def spawn(argv: list[str], env: dict | None = None) -> Proc:
-        hangs = ("--check-only" in argv and _opt(argv, "--tasks") == ["histogram"]) or (
-            "--check-only" not in argv and _opt(argv, "--crashed") == [])
-        if "--check-only" not in argv and hangs:
-            current.write_text("histogram")
+        marker = Path(_opt(argv, "--jsonl")[0] + ".current") if "--check-only" in argv else tmp_path / "a.jsonl.current"
+        hangs = False
+        if _opt(argv, "--tasks") == ["histogram"] and not _opt(argv, "--lost"):
+            _mark(marker, "histogram", bins, f"reference:histogram: correctness without {bins}")
+            hangs = True
+        elif "--check-only" not in argv and not _opt(argv, "--crashed"):
+            _mark(marker, "softmax")  # the original itself hangs the timed process
+            hangs = True
         procs.append((argv, Proc(None if hangs else 0)))
         return procs[-1][1]
 
     assert bench.supervise(args, ["histogram", "softmax"], clock=clock, spawn=spawn, sleep=clock.sleep) == 1
-    warm = [p for a, p in procs if "--check-only" in a]
-    assert [p.killed for p in warm] == [True, False]
+    warm = [(a, p) for a, p in procs if "--check-only" in a]
+    assert [(_opt(a, "--tasks"), p.killed) for a, p in warm] == [(["histogram"], True), (["softmax"], False),
+                                                                   (["histogram"], False)]
+    lost = _opt(warm[2][0], "--lost")
+    assert len(lost) == 1 and lost[0].startswith(bins + "=its evaluation in a warm process (")
+    assert "ran past --step-timeout-s 50 s" in lost[0]
     timed = [(a, p) for a, p in procs if "--check-only" not in a]
-    assert len(timed) == 2 and timed[0][1].killed and _opt(timed[1][0], "--crashed") == ["histogram"]
-    assert 30 + 50 <= clock.t <= 30 + 50 + 5
+    assert len(timed) == 2 and timed[0][1].killed and _opt(timed[0][0], "--lost") == lost
+    assert _opt(timed[1][0], "--crashed") == ["softmax"]
+    assert 2 * 50 <= clock.t <= 2 * 50 + 10
+
+
+def test_a_lost_variant_is_recorded_as_failing_and_the_rest_is_ablated(tmp_path: Path) -> None:
+    from tests.ablate.fakes import FakeGPU
+
+    argv = ["--in-process", "--child", "--tasks", "swiglu", "--properties", "sigmoid-exp2", "enough-work-per-program",
+            "--rounds", "2", "--lost", "swiglu.L3.sigmoid-exp2=its evaluation ran past --step-timeout-s 5 s",
+            "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "a.json")]
+    fake, marks = FakeGPU(), []
+
+    def evaluate(*a, **kw):  # what the supervisor would read while each evaluation runs
+        marks.append(bench.read_marker(tmp_path / "a.jsonl.current"))
+        return fake(*a, **kw)
+
+    data = bench.run(bench.parse(argv), evaluate=evaluate, gpu="FakeGPU")
+    recs = {r["property"]: r for r in data["records"]}
+    assert list(recs) == ["swiglu.L3.sigmoid-exp2", "swiglu.L2.enough-work-per-program"]  # the order asked
+    # The lost variant is never run; the marker names the variant under evaluation, None for the original.
+    assert {m["property"] for m in marks} == {None, "swiglu.L2.enough-work-per-program"}
+    assert all(m["task"] == "swiglu" for m in marks) and fake.calls[0][0] == "triton"
+    lost = recs["swiglu.L3.sigmoid-exp2"]
+    assert lost["status"] == "broke_correctness" and lost["message"].startswith("its evaluation ran past")
+    assert lost["transform"] == "exp2_to_exp+exact_division" and lost["device"] == "cuda"
+    assert recs["swiglu.L2.enough-work-per-program"]["status"] in ("load_bearing", "not_load_bearing")
 
 
 def test_a_crashed_reference_is_skipped_and_named(tmp_path: Path) -> None:
