@@ -372,8 +372,9 @@ def watch(args: argparse.Namespace, lanes: list[Lane], lost: dict[str, str], *, 
                 print(f"{mark['task']}: {prop}: {lost[prop]}; going on without it", file=sys.stderr)
             elif prop is None and mark["task"] not in lane.crashed:
                 lane.crashed.append(mark["task"])
-                print(f"{mark['task']}: {where} ended in {step!r} (exit code {rc}); going on without it",
-                      file=sys.stderr)
+                how = (f"ran past --step-timeout-s {args.step_timeout_s:.0f} s in {step!r} and was killed"
+                       if rc is None else f"ended in {step!r} (exit code {rc})")
+                print(f"{mark['task']}: {where} {how}; going on without it", file=sys.stderr)
             else:
                 print(f"{where} ended twice on {mark['task']} {prop or ''}; stopping it", file=sys.stderr)
                 lane.failed = True

@@ -80,14 +80,17 @@ run_repeat() {
 }
 # ablation_fast: the same ablation in process (benchmarks/inprocess_eval.py: the team's references and their variants
 # only, no sandbox): ABLATE_WARM_JOBS parallel checks fill Triton's cache, then ABLATE_ROUNDS timed rounds alone on
-# the GPU; ABLATE_BUDGET_S (default 660) stops the timed run between references, which a rerun resumes.
+# the GPU; ABLATE_BUDGET_S (default 660) stops the timed run between references, which a rerun resumes;
+# ABLATE_STEP_TIMEOUT_S (default 180: 3.5x round 15's longest, a flash_attention_fwd variant's 50 s check under 8
+# parallel warm processes) records a variant whose evaluation runs longer as broke_correctness and goes on.
 # The committed records (benchmarks/data/runs/ablation/ablations_h200.jsonl) seed the resume file, so a round ablates
 # only the references not yet done.
 run_ablation_fast() {
   [ -f "$D/ablations.jsonl" ] || cp benchmarks/data/runs/ablation/ablations_h200.jsonl "$D/ablations.jsonl" 2>/dev/null
   step ablation_fast "$(limit ablation_fast 1200)" python3 benchmarks/ablate_references.py --in-process \
     --warm-jobs "${ABLATE_WARM_JOBS:-8}" --rounds "${ABLATE_ROUNDS:-4}" --budget-s "${ABLATE_BUDGET_S:-660}" \
-    --out "$D/ablation_h200.json" --jsonl "$D/ablations.jsonl" ${ABLATE_TASKS:+--tasks $ABLATE_TASKS}
+    --step-timeout-s "${ABLATE_STEP_TIMEOUT_S:-180}" --out "$D/ablation_h200.json" --jsonl "$D/ablations.jsonl" \
+    ${ABLATE_TASKS:+--tasks $ABLATE_TASKS}
 }
 run_ablation() {
   step ablation "$(limit ablation 3600)" python3 benchmarks/ablate_references.py --out "$D/ablation_h200.json" \
