@@ -49,6 +49,10 @@ from runner.trials import output_tuple
 SANDBOX = "none: in-process, trusted references and their ablated variants only (benchmarks/inprocess_eval.py)"
 MIN_TRIALS = 2
 """Correctness calls per catalog workload (more when the task has more input distributions)."""
+DRAW_SHARE = 0.3
+"""The kept draws (inputs and float64-checked reference outputs) may hold this share of the GPU's memory; past it
+the oldest are dropped and made again when needed (round 16: paged_attention_decode's 17 GB KV pools, two
+distributions on three workloads and the hidden one, ran the H200 out of memory when all were kept)."""
 
 
 class InProcessEvaluator:
@@ -62,6 +66,10 @@ class InProcessEvaluator:
         self._task: tuple[str, Task, ModuleType] | None = None
         self._modules: dict[str, ModuleType] = {}
         self._draws: dict[tuple[str, int, int], tuple[tuple[Any, ...], Any]] = {}
+        self._draw_bytes: dict[tuple[str, int, int], int] = {}
+        self.draw_budget: int | None = None
+        """Bytes the kept draws may hold (None: :data:`DRAW_SHARE` of the GPU's memory; unbounded on the CPU)."""
+        self.draws_made = 0
         self._flush: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ state kept across calls of one task
@@ -70,6 +78,7 @@ class InProcessEvaluator:
         if self._task is None or self._task[0] != task_id:
             self._modules.clear()
             self._draws.clear()
+            self._draw_bytes.clear()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             self._task = (task_id, load_task(self.root, task_id), load_reference(self.root / "tasks" / task_id))
@@ -88,11 +97,26 @@ class InProcessEvaluator:
     def _draw(self, ref: ModuleType, spec: WorkloadSpec, seed: int, i: int, device: str
               ) -> tuple[tuple[Any, ...], Any]:
         key = (spec.workload.name + repr(sorted(spec.workload.params.items())) + spec.workload.dtype, seed, i)
-        if key not in self._draws:
-            dists = distributions(ref)
-            inputs = make_inputs(ref, spec, seed=derive_seed(seed, spec.workload.name, i), device=device,
-                                 dist=dists[i % len(dists)])
-            self._draws[key] = (inputs, ref.reference(*inputs, **spec.scalars))
+        if key in self._draws:
+            self._draws[key] = self._draws.pop(key)  # most recently used last
+            return self._draws[key]
+        budget = self.draw_budget
+        if budget is None and device == "cuda":
+            budget = int(DRAW_SHARE * torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        if budget is not None:
+            # Make room before making the draw: its size is not known yet, so keep at most budget minus the largest
+            # draw kept so far (draws of one task are of similar sizes).
+            while self._draws and sum(self._draw_bytes.values()) + max(self._draw_bytes.values()) > budget:
+                oldest = next(iter(self._draws))
+                del self._draws[oldest], self._draw_bytes[oldest]
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        dists = distributions(ref)
+        inputs = make_inputs(ref, spec, seed=derive_seed(seed, spec.workload.name, i), device=device,
+                             dist=dists[i % len(dists)])
+        self._draws[key] = (inputs, ref.reference(*inputs, **spec.scalars))
+        self._draw_bytes[key] = _nbytes(self._draws[key])
+        self.draws_made += 1
         return self._draws[key]
 
     # ------------------------------------------------------------------ one evaluation
@@ -179,6 +203,15 @@ class InProcessEvaluator:
         samples = timed_reps(call, rotation, reps, self._flush, warmup_ms=self.warmup_ms,
                              pad_ms=pad_for(stats.get("host_ms_per_rep", 0.0)))
         return Timing(**summarize(samples))
+
+
+def _nbytes(obj: Any) -> int:
+    """Bytes of the tensors in ``obj`` (nested tuples and lists)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (tuple, list)):
+        return sum(_nbytes(o) for o in obj)
+    return 0
 
 
 def _limitation(exc: BaseException) -> str | None:

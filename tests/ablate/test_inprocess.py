@@ -62,6 +62,31 @@ def test_draws_are_kept_per_task_and_dropped_for_the_next(ev: InProcessEvaluator
     assert all(k[1] == 3 for k in ev._draws) and len(ev._modules) == 1
 
 
+def test_kept_draws_stay_within_their_budget_and_are_made_again_the_same(tmp_path: Path) -> None:
+    """Round 16: paged_attention_decode's draws, all kept, ran the H200 out of memory. Past the budget the oldest
+    draws are dropped and made again when needed, from the same seed: the verdict does not change."""
+    roomy = InProcessEvaluator(REPO, target_s=0.01)
+    assert roomy("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=True).correct
+    first = roomy.draws_made
+    assert roomy("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=True).correct
+    assert roomy.draws_made == first > 2  # every draw kept: none made twice
+    tight = InProcessEvaluator(REPO, target_s=0.01)
+    tight.draw_budget = 1  # room for none: each draw is dropped before the next is made
+    wrong = _kernel(tmp_path, "wrong", "    return torch.softmax(x.float(), -1).to(x.dtype) * 1.01\n")
+    for _ in range(2):
+        assert tight("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=True).correct
+        assert len(tight._draws) == 1
+    assert tight.draws_made == 2 * first
+    res = tight("softmax", wrong, device="cpu", workloads="all", seed=5, hidden=True)
+    assert res.status == "incorrect" and not res.correct
+    (key, (inputs, expected)), = tight._draws.items()  # the last draw, made again three times
+    import torch
+
+    same = [torch.equal(a, b) for a, b in zip((*inputs, expected), (*roomy._draws[key][0], roomy._draws[key][1]),
+                                              strict=True) if isinstance(a, torch.Tensor)]
+    assert same and all(same)
+
+
 def test_timing_returns_its_repetitions(ev: InProcessEvaluator) -> None:
     import torch
 
