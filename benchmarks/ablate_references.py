@@ -237,6 +237,48 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
     return write(complete)
 
 
+SAME_RUN = ("gpu", "device", "torch", "triton", "evaluator", "rounds")
+"""Fields that the JSONs :func:`merge` joins must share: figures of different setups are not one table."""
+
+
+def merge(paths: list[Path]) -> dict[str, Any]:
+    """One JSON from the JSONs of several runs of this script (rounds that each ablated some references): the
+    union of their records (a later file's record replaces an earlier one's for the same reference and
+    property), the summary recomputed, and each run's command, dates and references under ``runs``.
+
+    Raises:
+        UserError: a file that is not such a JSON, or runs whose GPU, versions, evaluator or rounds differ.
+    """
+    from d2kgrade.ablate.results import read_ablation_file
+
+    docs, records = [], {}
+    for path in paths:
+        if path.suffix != ".json":
+            raise UserError(f"--merge: {path}: expected the JSON this script writes (ablation_<gpu>.json)")
+        for rec in read_ablation_file(path):
+            records[rec.key()] = rec
+        docs.append((path, json.loads(path.read_text(encoding="utf-8"))))
+    for field_ in SAME_RUN:
+        values = {str(doc.get(field_)) for _, doc in docs}
+        if len(values) > 1:
+            raise UserError(f"--merge: the runs differ in {field_!r} ({', '.join(sorted(values))}); "
+                            "figures of different setups are not merged")
+    recs = sorted(records.values(), key=lambda r: (r.task, r.property))
+    first = docs[0][1]
+    return {"what": first.get("what"), "command": "python benchmarks/ablate_references.py --merge "
+            + " ".join(str(p) for p in paths),
+            "runs": [{"file": str(p), "command": d.get("command"), "started": d.get("started"),
+                      "date": d.get("date"), "wall_s": d.get("wall_s"), "complete": d.get("complete"),
+                      "crashed": d.get("crashed", []), "tasks": d.get("tasks", [])} for p, d in docs],
+            "date": max(str(d.get("date")) for _, d in docs),
+            **{k: first.get(k) for k in ("gpu", "python", "torch", "triton", "device", "rounds", "evaluator",
+                                         "target_s", "timing_options") if k in first},
+            "complete": all(d.get("complete") for _, d in docs),
+            "crashed": sorted({t for _, d in docs for t in d.get("crashed", [])}),
+            "tasks": sorted({r.task for r in recs}), "summary": summary(recs),
+            "records": [r.model_dump(mode="json") for r in recs]}
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="*", help="task ids (default: every task with a Triton reference)")
@@ -264,6 +306,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                     "broke_correctness (a reference's original: named under 'crashed') and the run goes on")
     ap.add_argument("--warm-timeout-s", type=float, default=420.0, help="--in-process: kill the warm processes "
                     "still running after this long (the timed run compiles what they did not)")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="JSON", help="write to --out the union of these "
+                    "runs' JSONs (later files win) and exit; nothing is evaluated")
     ap.add_argument("--check-only", action="store_true", help=argparse.SUPPRESS)  # a warm process
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # run by the supervisor
     ap.add_argument("--crashed", nargs="*", default=[], help=argparse.SUPPRESS)  # references that took it down
@@ -414,6 +458,18 @@ def supervise(args: argparse.Namespace, tasks: list[str], clock: Callable[[], fl
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.merge:
+        if args.out is None:
+            print("error: --merge needs --out", file=sys.stderr)
+            return 1
+        try:
+            data = merge(args.merge)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        write_json(args.out, data)
+        print(f"wrote {args.out}: {len(data['tasks'])} references, {data['summary']['by_status']}", file=sys.stderr)
+        return 0
     gpu = None
     if args.device == "cuda":
         from runner.evaluate import gpu_info

@@ -13,8 +13,9 @@ figure, an eager-only evaluation before and after shared GPU buffers and a full 
 topk, histogram, spmv_csr and selective_scan: ``benchmarks/floor_microbench.py``). The suite's wall time, the timing
 spread and the GPU tests come from the newest rounds' raw files: ``data/runs/round14/full_round.json`` and
 ``full_warm_round.json`` (the suite, then again warm), ``data/runs/round13/full_round.json`` (cold),
-``data/runs/round13`` and ``round14/timing_repeat_h200.json`` (five evaluations of ten tasks) and
-``data/runs/round13/gpu_tests.log``. Every figure says where it comes
+``data/runs/round13`` and ``round14/timing_repeat_h200.json`` (five evaluations of ten tasks; round 16's
+``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
+evaluations, with the autotuner's choices kept) and ``data/runs/round13/gpu_tests.log``. Every figure says where it comes
 from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is guessed.
 """
 
@@ -105,8 +106,10 @@ def gpu_test_log(path: Path) -> dict[str, Any] | None:
 
 def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
     """The repeated evaluations of ``bench_round.py --repeat``: per task and workload, the spread of the medians
-    of the kernel and of every candidate, workloads of at least :data:`SHORT_MS` only."""
+    of the kernel and of every candidate, workloads of at least :data:`SHORT_MS` only. A later file's task
+    replaces an earlier one's unless it has fewer evaluations."""
     rows: dict[str, dict[str, Any]] = {}
+    n_runs: dict[str, int] = {}
     short: list[str] = []
     moved: dict[str, int] = {}
     sources = []
@@ -116,6 +119,9 @@ def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
             continue
         sources.append(_rel(path))
         for task, runs in doc["tasks"].items():
+            if len(runs) < n_runs.get(task, 0):
+                continue  # a later round cut short does not replace more evaluations of the task
+            n_runs[task] = len(runs)
             moved[task] = sum(bool((r.get("clocks") or {}).get("moved")) for r in runs)
             kernel = {w["name"]: w["median_ms"] for w in runs[0].get("workloads", []) if w.get("median_ms")}
             for name, v in doc.get("spread", {}).get(task, {}).items():
@@ -123,7 +129,7 @@ def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
                     short.append(f"{task}:{name}")
                     continue
                 rows[f"{task}:{name}"] = {"spread_pct": round(v["spread_pct"], 2), "runs": v["runs"],
-                                          "by": {k: round(x, 2) for k, x in v["by"].items()}}
+                                          "by": {k: round(x, 2) for k, x in v["by"].items()}, "source": _rel(path)}
     if not rows:
         return None
     over = {k: {c: x for c, x in r["by"].items() if x > 1.0} for k, r in rows.items()}
@@ -265,7 +271,9 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
     if warm:
         out["full_run_warm_s"] = warm["wall_s"]
         out["full_run_warm"] = warm
-    spread = repeat_spread([runs / "round13" / "timing_repeat_h200.json", runs / "round14" / "timing_repeat_h200.json"])
+    spread = repeat_spread([runs / "round13" / "timing_repeat_h200.json", runs / "round14" / "timing_repeat_h200.json",
+                            runs / "round16" / "timing_repeat_gemm_bias_act.json",
+                            runs / "round16" / "timing_repeat_gemm_bf16_flash.json"])
     if spread:
         out["timing_spread_max_pct"] = spread["max_pct"]
         out["timing_spread_tasks"] = spread["tasks"]

@@ -272,3 +272,27 @@ def test_a_crashed_reference_is_skipped_and_named(tmp_path: Path) -> None:
     assert data["tasks"] == ["swiglu"] and data["crashed"] == ["softmax"]
     assert json.loads((tmp_path / "a.json").read_text())["crashed"] == ["softmax"]
     assert not (tmp_path / "a.jsonl.current").exists()
+
+
+def test_merge_joins_rounds_and_refuses_different_setups(tmp_path: Path, capsys) -> None:
+    from tests.ablate.fakes import FakeGPU
+
+    outs = []
+    for task, prop in (("softmax", "exp2-fold"), ("swiglu", "sigmoid-exp2")):
+        out = tmp_path / f"{task}.json"
+        bench.run(bench.parse(["--in-process", "--child", "--tasks", task, "--properties", prop, "--rounds", "2",
+                               "--jsonl", str(tmp_path / f"{task}.jsonl"), "--out", str(out)]),
+                  evaluate=FakeGPU(), gpu="FakeGPU")
+        outs.append(out)
+    merged = tmp_path / "merged.json"
+    assert bench.main(["--merge", *map(str, outs), "--out", str(merged)]) == 0
+    data = json.loads(merged.read_text())
+    assert data["tasks"] == ["softmax", "swiglu"] and [r["file"] for r in data["runs"]] == list(map(str, outs))
+    assert data["summary"]["properties"] == len(data["records"]) == 2 and data["gpu"] == "FakeGPU"
+    other = json.loads(outs[1].read_text())
+    other["rounds"] = 5
+    outs[1].write_text(json.dumps(other))
+    assert bench.main(["--merge", *map(str, outs), "--out", str(merged)]) == 1
+    assert "differ in 'rounds'" in capsys.readouterr().err
+    assert bench.main(["--merge", str(tmp_path / "softmax.jsonl"), "--out", str(merged)]) == 1
+    assert "expected the JSON" in capsys.readouterr().err

@@ -31,6 +31,20 @@ def test_the_spread_leaves_short_workloads_out_and_names_what_is_over_one_percen
     assert got["runs_with_clocks_moved"] == {"fast": 0, "slow": 1}
 
 
+def test_a_later_round_replaces_a_task_unless_it_has_fewer_evaluations(tmp_path: Path) -> None:
+    def repeat(name: str, runs: int, pct: float) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"tasks": {"slow": [_run("passed", 1.0, {"eager": 2.0})] * runs},
+                                    "spread": {"slow": {"w": {"spread_pct": pct, "runs": runs,
+                                                              "by": {"kernel": pct}}}}}))
+        return path
+
+    old, better, cut = repeat("old.json", 5, 9.0), repeat("better.json", 5, 0.4), repeat("cut.json", 3, 0.1)
+    got = summary.repeat_spread([old, better, cut])
+    assert got is not None and got["max_pct"] == 0.4 and got["workloads"]["slow:w"]["source"].endswith("better.json")
+    assert summary.repeat_spread([old, cut])["max_pct"] == 9.0
+
+
 def test_a_suite_run_sums_its_phases_and_names_what_did_not_pass(tmp_path: Path) -> None:
     doc = {"date": "2026-12-03T07:00:00", "gpu": {"name": "GPU"}, "total_wall_s": 12.34,
            "tasks": {"a": [_run("passed", 1.0, {})], "b": [_run("incorrect", 1.0, {})]}}
