@@ -66,20 +66,17 @@ def test_kept_draws_stay_within_their_budget_and_are_made_again_the_same(tmp_pat
     """Round 16: paged_attention_decode's draws, all kept, ran the H200 out of memory. Past the budget the oldest
     draws are dropped and made again when needed, from the same seed: the verdict does not change."""
     roomy = InProcessEvaluator(REPO, target_s=0.01)
-    assert roomy("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=True).correct
+    assert roomy("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=False).correct
     first = roomy.draws_made
-    assert roomy("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=True).correct
-    assert roomy.draws_made == first > 2  # every draw kept: none made twice
+    assert first >= 2 and len(roomy._draws) == first  # all kept when they fit
     tight = InProcessEvaluator(REPO, target_s=0.01)
     tight.draw_budget = 1  # room for none: each draw is dropped before the next is made
     wrong = _kernel(tmp_path, "wrong", "    return torch.softmax(x.float(), -1).to(x.dtype) * 1.01\n")
-    for _ in range(2):
-        assert tight("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=True).correct
-        assert len(tight._draws) == 1
-    assert tight.draws_made == 2 * first
-    res = tight("softmax", wrong, device="cpu", workloads="all", seed=5, hidden=True)
-    assert res.status == "incorrect" and not res.correct
-    (key, (inputs, expected)), = tight._draws.items()  # the last draw, made again three times
+    assert tight("softmax", SOFTMAX, device="cpu", workloads="all", seed=5, hidden=False).correct
+    assert len(tight._draws) == 1 and tight.draws_made == first
+    res = tight("softmax", wrong, device="cpu", workloads="all", seed=5, hidden=False)
+    assert res.status == "incorrect" and not res.correct and tight.draws_made > first
+    (key, (inputs, expected)), = tight._draws.items()  # the last draw, made again
     import torch
 
     same = [torch.equal(a, b) for a, b in zip((*inputs, expected), (*roomy._draws[key][0], roomy._draws[key][1]),
