@@ -125,7 +125,10 @@ def summarize(r: Any) -> dict[str, Any]:
         wls.append({
             "name": w.name, "status": w.status, "message": w.message[:300],
             "median_ms": w.time.median_ms if w.time else None, "iqr_ms": w.time.iqr_ms if w.time else None,
-            "reps": w.time.reps if w.time else None, "roofline_floor_ms": w.roofline_floor_ms,
+            "reps": w.time.reps if w.time else None,
+            "by_dist": {d: {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms, "reps": t.reps}
+                        for d, t in w.time_by_dist.items()},
+            "roofline_floor_ms": w.roofline_floor_ms,
             "roofline_fraction": w.roofline_fraction, "best_baseline": w.best_baseline,
             "speedup_best": w.speedup_best, "speedup_eager": w.speedup_eager, "speedup_compiled": w.speedup_compiled,
             "baselines": [{"name": b.name, "kind": b.kind, "vendor": b.vendor, "status": b.status,

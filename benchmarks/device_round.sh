@@ -19,11 +19,19 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 17 (2026-12-03, runs/round17): paged_attention_decode's ablation (skipped: round 16's untimed records counted
+# as done in the resume file; fixed), every candidate but compile max-autotune on 15 references (422 s), and, on a
+# second machine after the first was given back between two calls, the GPU tests (15 of 15, 183 s):
+#   STEPS="ablation_fast references gpu_tests" ABLATE_TASKS=paged_attention_decode REFERENCES_EXCLUDE=compile_max_autotune
+#   REFERENCES_TASKS="flash_decoding paged_attention_decode gemm_splitk ... spmv_csr selective_scan" LIMIT_references=900
+# Next: STEPS="ablation_fast references" ABLATE_TASKS=paged_attention_decode REFERENCES_TASKS=selective_scan
+#   REFERENCES_EXCLUDE=compile_max_autotune (then compile max-autotune where compile is the best peer), and a check
+#   of histogram vocab_bins' time by input distribution (bench_round.py's by_dist).
 # Round 16 (2026-12-03, runs/round16): the other 20 references' ablation (warm 261 s, timed 584 s; paged_attention_decode
 # ran out of memory, since fixed), then the timing repeat with the autotuner's choices kept (two detached rounds):
 #   STEPS=ablation_fast ABLATE_BUDGET_S=1000 ABLATE_TASKS="flash_attention_fwd conv2d_implicit_gemm ... flash_decoding"
 #   STEPS=repeat REPEAT_TASKS=gemm_bias_act; STEPS=repeat REPEAT_TASKS="gemm_bf16 flash_attention_fwd" LIMIT_repeat=360
-# Next: STEPS="ablation_fast gpu_tests" ABLATE_TASKS=paged_attention_decode (the machine's start took ~6 minutes).
+# (the machine's start took ~6 minutes).
 # Round 15 (2026-12-03, runs/round15): the references' ablation in process, 15 references warmed by 8 processes in
 # 92 s, then 6 timed in 4 rounds (14-142 s each) before the budget; a first machine, lost between two calls, had
 # warmed all 26 (ablation_fast_first_machine.log):

@@ -15,8 +15,12 @@ spread and the GPU tests come from the newest rounds' raw files: ``data/runs/rou
 ``full_warm_round.json`` (the suite, then again warm), ``data/runs/round13/full_round.json`` (cold),
 ``data/runs/round13`` and ``round14/timing_repeat_h200.json`` (five evaluations of ten tasks; round 16's
 ``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
-evaluations, with the autotuner's choices kept) and ``data/runs/round13/gpu_tests.log``. Every figure says where it comes
-from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is guessed.
+evaluations, with the autotuner's choices kept) and ``data/runs/round17/gpu_tests.log`` (else round 13's). Each
+workload's kernel figures and best peer come from the newest of these files that timed its task against every
+candidate (:data:`CANDIDATE_FILES`: the timing repeats and round 17's ``references_candidates.json``), else from
+the older files above; ``baselines_not_timed`` names the candidates without a figure, and why. Every figure says
+where it comes from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is
+guessed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +145,80 @@ def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
             "runs_with_clocks_moved": moved, "sources": sources}
 
 
+CANDIDATE_FILES = ("round13/timing_repeat_h200.json", "round14/timing_repeat_h200.json",
+                   "round16/timing_repeat_gemm_bias_act.json", "round16/timing_repeat_gemm_bf16_flash.json",
+                   "round17/references_candidates.json")
+"""The evaluations of this evaluator with every candidate of the task (``bench_round.py``'s timing repeats and
+its references step), oldest first, under ``data/runs``."""
+
+
+def _excluded(command: str) -> list[str]:
+    """The candidates a ``bench_round.py`` command left out with ``--exclude``."""
+    words = command.split()
+    if "--exclude" not in words:
+        return []
+    rest = words[words.index("--exclude") + 1:]
+    return rest[:next((i for i, w in enumerate(rest) if w.startswith("--")), len(rest))]
+
+
+def _excluded_of(source: str) -> list[str]:
+    """The candidates a row's source says were left out (``every candidate but a, b``)."""
+    return source.split("every candidate but ", 1)[1].rstrip(")").split(", ") if "every candidate but " in source \
+        else []
+
+
+def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per catalog workload, the reference against every candidate its task declares, from the evaluations in
+    ``paths``: the median over a file's evaluations of the kernel's median and of each candidate's. A candidate
+    counts only where it was correct (``ok``) in every evaluation; the best baseline is the fastest of those, the
+    vendor ratio the fastest of those flagged ``vendor`` (the task's vendor library: cuBLAS, cuDNN, SDPA). A later
+    file's task replaces an earlier one's unless it has fewer evaluations (as :func:`repeat_spread`)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    n_runs: dict[str, int] = {}
+    for path in paths:
+        doc = _load(path)
+        if not doc:
+            continue
+        left_out = _excluded(doc.get("command", ""))
+        for task, runs in doc["tasks"].items():
+            runs = [r for r in runs if r.get("workloads")]
+            if not runs or len(runs) < n_runs.get(task, 0):
+                continue
+            n_runs[task] = len(runs)
+            by_name: dict[str, list[dict[str, Any]]] = {}
+            for r in runs:
+                for w in r["workloads"]:
+                    if not w.get("hidden") and w["name"] != "hidden":
+                        by_name.setdefault(w["name"], []).append(w)
+            for name, ws in by_name.items():
+                bad = next((w["status"] for w in ws if w["status"] != "passed"), None)
+                times = [w["median_ms"] for w in ws if w.get("median_ms")]
+                kernel = statistics.median(times) if times and bad is None else None
+                cands: dict[str, dict[str, Any]] = {}
+                for b in (x for w in ws for x in w.get("baselines", [])):
+                    c = cands.setdefault(b["name"], {"ms": [], "status": "ok", "vendor": bool(b.get("vendor")),
+                                                     "reason": ""})
+                    if b["status"] == "ok" and b.get("median_ms"):
+                        c["ms"].append(b["median_ms"])
+                    elif c["status"] == "ok":
+                        c["status"], c["reason"] = b["status"], (b.get("reason") or "")[:200]
+                timed = {n: statistics.median(c["ms"]) for n, c in cands.items() if c["status"] == "ok" and c["ms"]}
+                best = min(timed, key=timed.__getitem__) if timed else None
+                vendor = [timed[n] for n in timed if cands[n]["vendor"]]
+                floor = ws[0].get("roofline_floor_ms")
+                rows[(task, name)] = {
+                    "status": bad or "passed", "median_ms": kernel,
+                    "roofline_fraction": floor / kernel if floor and kernel else None,
+                    "best_baseline": best,
+                    "speedup_best": timed[best] / kernel if best and kernel else None,
+                    "vendor_ratio": min(vendor) / kernel if vendor and kernel else None,
+                    "candidates": {n: round(timed[n], 4) if n in timed else c["status"] for n, c in cands.items()},
+                    "not_timed": {n: c["reason"] for n, c in cands.items() if n not in timed},
+                    "source": f"{_rel(path)} ({len(ws)} evaluation{'s' * (len(ws) > 1)}; every candidate"
+                              + (f" but {', '.join(left_out)})" if left_out else ")")}
+    return rows
+
+
 TIMED = ("load_bearing", "not_load_bearing")
 
 
@@ -197,9 +276,18 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
                 "best_baseline": w["best_baseline"], "speedup_best": w["speedup_best"],
                 "vendor_ratio": (min(vendor) / w["median_ms"]) if vendor and w["median_ms"] else None,
                 "source": "data/h200_peers_round8.json (every candidate)"}
+    rows.update(candidate_rows([root / "data" / "runs" / f for f in CANDIDATE_FILES]))
     fr = [r["roofline_fraction"] for r in rows.values() if r["status"] == "passed" and r["roofline_fraction"]]
     vend = [r["vendor_ratio"] for (t, _), r in rows.items() if t in VENDOR_TASKS and r["vendor_ratio"]]
     derived = derived_floors(floors, rows)
+    not_timed: dict[str, dict[str, Any]] = {}  # candidate -> the workloads it has no figure for, and why
+    for (t, w), r in sorted(rows.items()):
+        for name, why in r.get("not_timed", {}).items():
+            e = not_timed.setdefault(name, {"workloads": 0, "reasons": []})
+            e["workloads"] += 1
+            if why and why.split(":")[0] not in {x.split(":")[0] for x in e["reasons"]}:
+                e["reasons"].append(why[:120])
+    partial = sorted({t for (t, _), r in rows.items() if "candidates" not in r})
     # The same passed workloads as geomean_roofline_fraction, each against its derived floor where the floors file
     # has one (the four tasks with cost.derived_floor) and against its roofline floor elsewhere.
     fr_derived = [r["roofline_fraction"] * derived.get(f"{t}:{w}", {"ratio": 1.0})["ratio"]
@@ -216,8 +304,16 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         "at_least_best_baseline": sum((r["speedup_best"] or 0) >= 1.0 for r in rows.values()),
         "vendor_ratio_geomean": _geomean(vend),
         "vendor_workloads": len(vend),
-        "best_baseline_by_workload": {f"{t}:{w}": {"best": r["best_baseline"], "source": r["source"]}
+        "best_baseline_by_workload": {f"{t}:{w}": {"best": r["best_baseline"], "speedup": r["speedup_best"],
+                                                   "status": r["status"], "median_ms": r["median_ms"],
+                                                   "roofline_fraction": r["roofline_fraction"],
+                                                   **({"candidates": r["candidates"]} if "candidates" in r else {}),
+                                                   "source": r["source"]}
                                       for (t, w), r in sorted(rows.items())},
+        "baselines_not_timed": {"excluded": sorted({x for r in rows.values() for x in
+                                                    _excluded_of(r.get("source", ""))}),
+                                "candidates": not_timed,
+                                "tasks_eager_and_compile_only": partial},
         **ablation_summary(ablation, root),
         "full_run_s": full.get("total_wall_s"),
         "full_run_source": "references_h200.json (the evaluator before the split; the split's full run is not "
@@ -281,7 +377,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
                                        f"candidate but compile max-autotune; workloads under {SHORT_MS * 1e3:.0f} us "
                                        "left out)")
         out["timing_spread"] = spread
-    tests = gpu_test_log(runs / "round13" / "gpu_tests.log")
+    tests = gpu_test_log(runs / "round17" / "gpu_tests.log") or gpu_test_log(runs / "round13" / "gpu_tests.log")
     if tests:
         out["gpu_tests"] = tests
     for key in ("cuda_reeval_build_s", "full_run_s", "timing_spread_max_pct"):
@@ -289,6 +385,10 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
             out["missing"].append(key)
     if not floors:
         out["missing"] += ["derived_floors", "geomean_derived_floor_fraction"]
+    if partial:
+        out["missing"].append(f"every baseline candidate on {', '.join(partial)} (eager and torch.compile only)")
+    for name in out["baselines_not_timed"]["excluded"]:
+        out["missing"].append(f"the {name} candidate on every workload (left out of the rounds' commands)")
     if not out["ablation_tasks"]:
         out["missing"].append("ablation_tasks")
     elif len(out["ablation_tasks"]) < out["ablation"]["references"]:

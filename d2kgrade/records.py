@@ -127,6 +127,10 @@ class WorkloadResult(Record):
     """Detail for people (first failure, trimmed log)."""
     time: Timing | None = None
     """The submission's timing; None where timing is unavailable (CPU, or failed)."""
+    time_by_dist: dict[str, Timing] = {}
+    """The same samples by the input distribution of their set (the task's ``DISTRIBUTIONS``, the catalog's first;
+    the timed sets alternate them), where more than one was timed: how much the pooled ``time`` depends on the
+    mix (a kernel 15x slower on one distribution has a bimodal pool, and its median sits on the edge of a group)."""
     eager: Timing | None = None
     """The task's PyTorch baseline, eager, timed the same way in the same run."""
     compiled: Timing | None = None

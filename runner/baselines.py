@@ -36,6 +36,16 @@ TIMING_METHOD = "batched-events-v2"
 """Bump when the way a figure is measured changes: older cache rows then stop matching."""
 
 
+def brief(text: str, most: int = 500) -> str:
+    """``text`` in at most about ``most`` characters: its start and its end, where a compiler names the error (round
+    17's FlexAttention candidate failed with an Inductor CompilationError whose first 500 characters were the
+    template's source, not the error)."""
+    if len(text) <= most:
+        return text
+    head = most * 2 // 5
+    return f"{text[:head]} [...] {text[len(text) - (most - head):]}"
+
+
 def module_version(name: str) -> str | None:
     """``__version__`` of an importable module, or None when it does not import."""
     try:
@@ -158,7 +168,7 @@ def _measure(ev: Any, wl: Any, spec: Any, cand: Any, fn: Any, flush: Any) -> dic
                                     warmup_ms=float(ev.cfg["timing"].get("warmup_ms", WARMUP_MS)), pad_ms=pad)
         del rot
     except Exception as exc:  # noqa: BLE001 - a candidate that raises is reported, never fatal
-        rec.update(status="failed", reason=f"{type(exc).__name__}: {exc}"[:500])
+        rec.update(status="failed", reason=brief(f"{type(exc).__name__}: {exc}"))
         rec.pop("samples", None)
     if ev.device.type == "cuda":
         torch.cuda.empty_cache()

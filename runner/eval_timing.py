@@ -583,6 +583,7 @@ class Timer:
         out_bytes = _out_bytes(ev, spec)
         chunk = max(1, min(reps, int(self._gpu_budget(CHUNK_BYTES, CHUNK_SHARE) // max(out_bytes, 1))))
         samples: list[float] = []
+        dists: list[str] = []  # the input distribution of each sample's set (rotation j draws dists[j % len])
         clock: list[tuple[int, float, float]] = []
         verify_ms = 0.0
         start = rot.size + PROBE_REPS
@@ -598,6 +599,7 @@ class Timer:
                 self._timing_error(wl, reply)
                 return
             samples += reply.samples_ms
+            dists += sample_dists(ev.dists, rot, start + done, len(reply.samples_ms))
             clock.append((n, wall, reply.pad_ms))
             verify_ms = max(verify_ms, vms)
             done += n
@@ -608,7 +610,7 @@ class Timer:
         with self._spent("buffers"):
             self.release_sets()
             self.release_fetch()
-        ev.chan.send("timing", workload=wl.name, samples=samples, batch=cross.wall or {}, sets=rot.size,
+        ev.chan.send("timing", workload=wl.name, samples=samples, dists=dists, batch=cross.wall or {}, sets=rot.size,
                      checked=check.calls, problems=check.problems[:5], n_problems=len(check.problems), pad_ms=pad,
                      clock=self._clock(wl, samples, clock, verify_ms), cost=dict(self.cost))
 
@@ -653,6 +655,13 @@ class Timer:
             raise Stop
 
 
+def sample_dists(dists: Any, rot: Any, first: int, n: int) -> list[str]:
+    """The input distribution of reps ``first`` .. ``first + n - 1`` of a batch on ``rot``: the content a rep gets
+    (:meth:`runner.timing.Rotation.slot`) is set j, drawn from ``dists[j % len(dists)]`` (:meth:`Timer.rotation`;
+    sets after the first share the first's huge inputs, so only their other inputs follow their distribution)."""
+    return [str(dists[rot.slot(first + r)[1] % len(dists)]) for r in range(n)]
+
+
 def ev_recheck(ev: Any, spec: Any, rot: Any, previous: Any = None) -> Any:
     """A :class:`runner.timing.Recheck` of timed outputs against the rotation's references (with the task's own
     ``check`` when it has one), carrying the counts of an earlier chunk's."""
@@ -677,4 +686,4 @@ def _out_bytes(ev: Any, spec: Any) -> int:
     return sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
 
 
-__all__ = ["Timer", "clock_estimate", "ev_recheck", "fit_calibration", "untrusted_margin"]
+__all__ = ["Timer", "clock_estimate", "ev_recheck", "fit_calibration", "sample_dists", "untrusted_margin"]

@@ -95,3 +95,25 @@ def test_a_reference_with_some_of_its_records_is_run_again(tmp_path: Path) -> No
     fake = FakeGPU()
     again = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
     assert fake.calls and len(again["records"]) == 2
+
+
+def test_a_reference_whose_original_failed_is_run_again(tmp_path: Path) -> None:
+    """Round 16's paged_attention_decode ran out of memory, so its properties were ``untimed``; round 17's rerun
+    skipped it as done. A rerun now ablates it again, and its new records replace the untimed ones."""
+    argv = ["--tasks", "softmax", "--properties", "exp2-fold", "--rounds", "2",
+            "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "x.json")]
+    failing = FakeGPU()
+
+    def oom(task_id, path, **kw):
+        r = failing(task_id, path, **kw)
+        if Path(path).stem == "triton":
+            r.status, r.correct = "runtime_error", False
+            r.workloads[0].status, r.workloads[0].message = "runtime_error", "OutOfMemoryError: CUDA out of memory"
+        return r
+
+    first = bench.run(bench.parse(argv), evaluate=oom, gpu="FakeGPU")
+    assert first["summary"]["by_status"] == {"untimed": 1}
+    fake = FakeGPU()
+    again = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
+    assert any(timing for _, _, timing in fake.calls)
+    assert again["summary"]["by_status"] == {"load_bearing": 1} and len(again["records"]) == 1

@@ -97,3 +97,49 @@ def test_only_timed_references_count_as_ablated_and_the_rest_is_named(tmp_path: 
     assert [x["property"] for x in s["ablation"]["tasks"]["a"]] == ["a.L3.z", "a.L2.y", "a.L3.x"]
     assert s["ablation"]["by_status"] == {"load_bearing": 2, "no_transform": 1, "not_load_bearing": 1, "untimed": 1}
     assert "ablation_tasks: 1 of 3 references timed" in s["missing"]
+
+
+def _cand_run(kernel: float, cands: list[tuple[str, str, float | None, bool]], status: str = "passed") -> dict:
+    return {"status": "passed", "workloads": [
+        {"name": "w", "status": status, "median_ms": kernel, "roofline_floor_ms": 0.5,
+         "baselines": [{"name": n, "status": st, "median_ms": ms, "vendor": v, "reason": "" if st == "ok" else st}
+                       for n, st, ms, v in cands]},
+        {"name": "hidden", "hidden": True, "status": "passed", "median_ms": None, "baselines": []}]}
+
+
+def test_every_candidate_counts_only_where_it_was_correct_in_every_evaluation(tmp_path: Path) -> None:
+    """Medians over a file's evaluations; compile, incorrect once, is not the best baseline though it is fastest;
+    the vendor ratio is the fastest vendor candidate's; a later file with fewer evaluations replaces nothing."""
+    runs = [_cand_run(1.0, [("eager", "ok", 2.0, True), ("cublas", "ok", 1.6, True), ("compile", "ok", 0.5, False)]),
+            _cand_run(1.2, [("eager", "ok", 2.2, True), ("cublas", "ok", 1.8, True),
+                            ("compile", "incorrect", 0.5, False)]),
+            _cand_run(1.1, [("eager", "ok", 2.1, True), ("cublas", "ok", 1.7, True), ("compile", "ok", 0.5, False)])]
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"command": "bench_round.py --exclude compile_max_autotune --tasks t",
+                             "tasks": {"t": runs}}))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"command": "bench_round.py --tasks t", "tasks": {"t": [_cand_run(9.0, [])]}}))
+    rows = summary.candidate_rows([a, b])
+    assert set(rows) == {("t", "w")}  # the hidden workload is not a catalog row
+    r = rows[("t", "w")]
+    assert r["median_ms"] == 1.1 and r["best_baseline"] == "cublas" and r["speedup_best"] == 1.7 / 1.1
+    assert r["vendor_ratio"] == 1.7 / 1.1 and r["roofline_fraction"] == 0.5 / 1.1
+    assert r["candidates"] == {"eager": 2.1, "cublas": 1.7, "compile": "incorrect"}
+    assert r["source"].endswith("(3 evaluations; every candidate but compile_max_autotune)")
+    assert summary._excluded_of(r["source"]) == ["compile_max_autotune"]
+    failed = tmp_path / "c.json"
+    failed.write_text(json.dumps({"command": "x", "tasks": {"t": [_cand_run(1.0, [("eager", "ok", 2.0, True)],
+                                                                           status="incorrect")]}}))
+    f = summary.candidate_rows([failed])[("t", "w")]
+    assert f["status"] == "incorrect" and f["median_ms"] is None and f["speedup_best"] is None
+
+
+def test_the_committed_rows_name_every_candidate_they_lack() -> None:
+    """Round 17 measured every candidate but compile max-autotune on 15 more tasks; what was not timed is named."""
+    s = summary.summarize()
+    rows = s["best_baseline_by_workload"]
+    lacking = s["baselines_not_timed"]["tasks_eager_and_compile_only"]
+    assert len(lacking) <= 1 and all(("candidates" in r) == (k.split(":")[0] not in lacking) for k, r in rows.items())
+    assert "compile_max_autotune" in s["baselines_not_timed"]["excluded"]
+    assert any("compile_max_autotune" in m for m in s["missing"])
+    assert s["baselines_not_timed"]["candidates"]["flashinfer"]["reasons"] == ["not installed: flashinfer"]

@@ -9,7 +9,7 @@ import pytest
 
 from d2kgrade.records import WorkloadResult
 from d2kgrade.schema import BaselineCandidate, Workload
-from runner.baselines import Cache, cache_key
+from runner.baselines import Cache, brief, cache_key
 from runner.evaluate import EvalOptions, _baselines_into, run_evaluation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,3 +99,12 @@ def test_on_cpu_every_candidate_is_reported_without_a_figure() -> None:
     assert names[:3] == ["eager", "compile", "compile_max_autotune"]
     assert all(b.time is None and b.status in ("not_timed", "unavailable") for b in r.workloads[0].baselines)
     assert r.workloads[0].best_baseline is None
+
+
+def test_a_long_failure_reason_keeps_its_start_and_its_end() -> None:
+    """A compiler's error comes after pages of source: the reason keeps the end, where the error is named."""
+    text = "InductorError: CompilationError: at 194:23:\n" + "source line\n" * 200 + "ValueError: the real error"
+    short = brief(text)
+    assert len(short) <= 510 and short.startswith("InductorError: CompilationError")
+    assert short.endswith("ValueError: the real error") and "[...]" in short
+    assert brief("short") == "short"

@@ -83,3 +83,34 @@ def test_the_options_warm_up_is_the_timing_module_s() -> None:
     from runner.timing import WARMUP_MS
 
     assert EvalOptions().warmup_ms == WARMUP_MS
+
+
+def test_each_timed_sample_is_labelled_with_the_distribution_of_the_set_it_ran_on() -> None:
+    """Four sets alternate histogram's two distributions; a rep's label is that of the content copied into its
+    buffers (the rotation shifts contents across buffers, so the labels do not simply alternate by rep)."""
+    import torch
+
+    from runner.eval_timing import sample_dists
+    from runner.timing import Rotation
+
+    dists = ("catalog", "hot_tail_runs")
+    contents = [(torch.full((2,), float(j)),) for j in range(4)]  # set j holds the value j
+    rot = Rotation(contents, [(torch.zeros(2),) for _ in range(4)])
+    labels = sample_dists(dists, rot, 7, 12)
+    for r, label in enumerate(labels):
+        (buf,), _ = rot.prepare(7 + r)
+        assert label == dists[int(buf[0]) % 2]
+    assert set(labels) == set(dists) and any(label != dists[(7 + r) % 2] for r, label in enumerate(labels))
+
+
+def test_the_timing_by_distribution_splits_a_bimodal_pool() -> None:
+    """Round 17's histogram vocab_bins: catalog keys near 0.8 ms, hot_tail_runs near 12 ms; the pooled median sits on
+    the edge of a group, each group's median does not."""
+    from runner.evaluate import _timing_by_dist
+
+    samples = [0.8, 12.0, 0.81, 12.5, 0.79, 11.9]
+    by = _timing_by_dist(samples, ["catalog", "hot", "catalog", "hot", "catalog", "hot"])
+    assert by["catalog"].median_ms == 0.8 and by["hot"].median_ms == 12.0 and by["catalog"].reps == 3
+    assert _timing_by_dist(samples, ["catalog"] * 6) == {}  # one distribution: nothing to split
+    assert _timing_by_dist(samples, ["catalog"] * 5) == {}  # labels that do not match the samples are not guessed
+    assert _timing_by_dist(samples, None) == {}

@@ -34,6 +34,9 @@ def test_honest_kernel_timed_against_live_baselines() -> None:
     assert w.speedup_eager == pytest.approx(w.eager.median_ms / w.time.median_ms)
     assert w.roofline_floor_ms and 0 < w.roofline_fraction <= 1 / roofline.FLOOR_MARGIN
     assert w.host_ms is not None and w.checked_calls >= w.time.reps  # every timed output was checked
+    # The timed sets alternate softmax's distributions (normal, shifted, peaked): the samples split by set.
+    assert set(w.time_by_dist) <= {"normal", "shifted", "peaked"} and len(w.time_by_dist) >= 2, w.time_by_dist
+    assert sum(t.reps for t in w.time_by_dist.values()) == w.time.reps
     assert w.compile_warmup_s is not None and w.compile_warmup_s > 0
     assert r.ceilings and r.ceilings["copy_bytes_per_s"] > 1e12
     assert r.environment.gpu and r.environment.driver and r.environment.cuda
