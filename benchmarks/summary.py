@@ -161,12 +161,6 @@ def _excluded(command: str) -> list[str]:
     return rest[:next((i for i, w in enumerate(rest) if w.startswith("--")), len(rest))]
 
 
-def _excluded_of(source: str) -> list[str]:
-    """The candidates a row's source says were left out (``every candidate but a, b``)."""
-    return source.split("every candidate but ", 1)[1].rstrip(")").split(", ") if "every candidate but " in source \
-        else []
-
-
 def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per catalog workload, the reference against every candidate its task declares, from the evaluations in
     ``paths``: the median over a file's evaluations of the kernel's median and of each candidate's. A candidate
@@ -214,6 +208,7 @@ def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
                     "vendor_ratio": min(vendor) / kernel if vendor and kernel else None,
                     "candidates": {n: round(timed[n], 4) if n in timed else c["status"] for n, c in cands.items()},
                     "not_timed": {n: c["reason"] for n, c in cands.items() if n not in timed},
+                    "excluded": left_out,
                     "source": f"{_rel(path)} ({len(ws)} evaluation{'s' * (len(ws) > 1)}; every candidate"
                               + (f" but {', '.join(left_out)})" if left_out else ")")}
     return rows
@@ -310,8 +305,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
                                                    **({"candidates": r["candidates"]} if "candidates" in r else {}),
                                                    "source": r["source"]}
                                       for (t, w), r in sorted(rows.items())},
-        "baselines_not_timed": {"excluded": sorted({x for r in rows.values() for x in
-                                                    _excluded_of(r.get("source", ""))}),
+        "baselines_not_timed": {"excluded": sorted({x for r in rows.values() for x in r.get("excluded", [])}),
                                 "candidates": not_timed,
                                 "tasks_eager_and_compile_only": partial},
         **ablation_summary(ablation, root),

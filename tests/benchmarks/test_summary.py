@@ -126,7 +126,7 @@ def test_every_candidate_counts_only_where_it_was_correct_in_every_evaluation(tm
     assert r["vendor_ratio"] == 1.7 / 1.1 and r["roofline_fraction"] == 0.5 / 1.1
     assert r["candidates"] == {"eager": 2.1, "cublas": 1.7, "compile": "incorrect"}
     assert r["source"].endswith("(3 evaluations; every candidate but compile_max_autotune)")
-    assert summary._excluded_of(r["source"]) == ["compile_max_autotune"]
+    assert r["excluded"] == ["compile_max_autotune"]
     failed = tmp_path / "c.json"
     failed.write_text(json.dumps({"command": "x", "tasks": {"t": [_cand_run(1.0, [("eager", "ok", 2.0, True)],
                                                                            status="incorrect")]}}))
