@@ -14,7 +14,8 @@ and ``load_bearing`` when that interval clears the original-vs-original noise.
 Records are appended to ``--jsonl`` (default ``benchmarks/data/runs/ablation/ablations_<gpu>.jsonl``, ``_cpu`` for a
 dry run, so a CPU dry run never stands in for a GPU record) as each reference finishes; a rerun skips the
 references already there on the same device (but not those with an ``untimed`` property: a failed original is
-tried again), so a run cut short by a time limit resumes where it stopped
+tried again; nor those whose source changed since their records: an edited reference is ablated again), so a run
+cut short by a time limit resumes where it stopped
 (``--budget-s`` stops cleanly between references). The JSON (``--out``, default ``benchmarks/data/ablation_<gpu>.json``)
 is rewritten after each reference.
 
@@ -179,9 +180,12 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
         return [r for r in read_records(args.jsonl) if r.device == args.device
                 and r.episode.removeprefix(REFERENCE_PREFIX) in tasks]
 
-    # A reference is done when every selected property has its record (a kill between appends leaves it undone) and
-    # none is untimed: an original that failed (round 16's paged_attention_decode ran out of memory) is tried again.
-    have = {r.key() for r in mine() if r.status != "untimed"}
+    # A reference is done when every selected property has its record (a kill between appends leaves it undone),
+    # none is untimed (an original that failed, as round 16's paged_attention_decode ran out of memory, is tried
+    # again) and every record was measured on the reference's current source (an edited reference is ablated again).
+    sha = {t: hashlib.sha256(suite.reference_kernels(t)["triton"].read_text(encoding="utf-8").encode()).hexdigest()
+           for t in tasks}
+    have = {r.key() for r in mine() if r.status != "untimed" and r.kernel_sha256 in (None, sha[r.task])}
     done = {REFERENCE_PREFIX + t for t in tasks if all(
         (REFERENCE_PREFIX + t, p.id) in have for p in select_properties(suite.load_rubric(t), wanted[t]))}
     t0 = clock()

@@ -19,6 +19,13 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 18 (2026-12-03, runs/round18): histogram's launch sweep on both input distributions (its global path now
+# aggregates each group's two ends; the private path runs 4 programs per SM), its references step and ablation on
+# the new code, selective_scan's and topk's candidates, paged_attention_decode's ablation, the GPU test of
+# time_by_dist:
+#   STEPS="tune references ablation_fast gpu_tests" TUNE_APPLY=1 REFERENCES_TASKS="histogram topk selective_scan"
+#   REFERENCES_EXCLUDE=compile_max_autotune ABLATE_TASKS="histogram paged_attention_decode"
+#   GPU_TESTS_K=honest_kernel_timed
 # Round 17 (2026-12-03, runs/round17): paged_attention_decode's ablation (skipped: round 16's untimed records counted
 # as done in the resume file; fixed), every candidate but compile max-autotune on 15 references (422 s), and, on a
 # second machine after the first was given back between two calls, the GPU tests (15 of 15, 183 s):
@@ -183,6 +190,15 @@ suite_run() {   # step <name>: FULL_TASKS (every task) with the eager baseline, 
 run_check() {
   step check "$(limit check 300)" python3 benchmarks/bench_round.py --out "$D/check_round.json" --hidden \
     --candidates eager --tasks ${CHECK_TASKS:-spmv_csr}
+}
+# tune: benchmarks/tune_references.py on TUNE_TASKS (default histogram) over every input distribution, with the
+# task's eager baseline, to tune_h200.json: the launch configurations behind a reference's defaults. TUNE_APPLY=1
+# writes histogram's fastest persistent configuration into its reference before the later steps run (the edited
+# file is copied to histogram_triton.py: commit it with the round).
+run_tune() {
+  step tune "$(limit tune 300)" python3 benchmarks/tune_references.py --out "$D/tune_h200.json" --dists all --baseline \
+    --budget-s "$(( $(limit tune 300) - 30 ))" ${TUNE_APPLY:+--apply-histogram} --tasks ${TUNE_TASKS:-histogram}
+  cp references/histogram/triton.py "$D/histogram_triton.py"
 }
 run_floors() {
   step floors "$(limit floors 900)" python3 benchmarks/floor_microbench.py --out "$D/floors_h200.json"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import math
 import re
 import statistics
 import sys
@@ -36,7 +37,7 @@ import torch  # noqa: E402
 from d2kgrade.io import write_json  # noqa: E402
 from runner.direct import load_reference  # noqa: E402
 from runner.evaluate import gpu_info, load_task  # noqa: E402
-from runner.inputs import WorkloadSpec, make_inputs  # noqa: E402
+from runner.inputs import WorkloadSpec, distributions, make_inputs  # noqa: E402
 from runner.loading import load_module  # noqa: E402
 
 Variant = tuple[str, Callable[..., Any]]
@@ -251,6 +252,74 @@ def sweep_conv2d_implicit_gemm(m: Any, inputs: tuple, params: dict) -> list[Vari
     return [(f"{c}", kw(m.conv2d, _config=c)) for c in cfgs]
 
 
+def sweep_histogram(m: Any, inputs: tuple, params: dict) -> list[Variant]:
+    """The private path's programs per SM (or one per tile); the global path's tile, its group of neighbouring keys
+    whose two ends are aggregated (0: one atomic per key) and its programs per SM. Run it with ``--dists all``: the
+    second draw (sorted runs with a hot last bin) is where aggregation matters. Labels are
+    ``<path> block=B group=G per_sm=S`` (S: an integer, or ``tile`` for one program per tile), as
+    :func:`pick_histogram` reads them."""
+    n = inputs[0].numel()
+    path = m._pick_path(params["NB"])
+    configs = ([(m._BLOCK, None)] if path == "private"
+               else list(itertools.product((4096, 8192), (0, 32, 128))))
+    out = []
+    for (block, group), per_sm in itertools.product(configs, (1, 2, 3, 4, 8, "tile")):
+        tiles = -(-n // block)
+        progs = tiles if per_sm == "tile" else min(tiles, num_sms() * per_sm)
+        extra = {} if group is None else {"_group": group}
+        out.append((f"{path} block={block} group={group} per_sm={per_sm}",
+                    kw(m.histogram, _path=path, _block=block, _num_progs=progs, **extra)))
+    return out
+
+
+HISTOGRAM_LABEL = re.compile(r"^(private|global) block=(\d+) group=(None|\d+) per_sm=(\d+|tile)$")
+HISTOGRAM_CONSTANTS = {"private": {"block": "_BLOCK", "per_sm": "_PROGS_PER_SM"},
+                       "global": {"block": "_GLOBAL_BLOCK", "group": "_GLOBAL_GROUP", "per_sm": "_GLOBAL_PROGS_PER_SM"}}
+
+
+def pick_histogram(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per path, the persistent configuration (integer programs per SM) with the lowest geomean time over every
+    (workload, distribution) its path ran on, among those timed on all of them; with the geomean and what it beat."""
+    by: dict[str, dict[tuple, dict[tuple[str, str], float]]] = {}
+    cells: dict[str, set[tuple[str, str]]] = {}
+    for r in rows:
+        m = HISTOGRAM_LABEL.match(r.get("variant", "")) if r.get("task") == "histogram" else None
+        if not m:
+            continue
+        path = m.group(1)
+        cells.setdefault(path, set()).add((r["workload"], r["dist"]))
+        if m.group(4) != "tile" and r.get("median_ms"):
+            cfg = (int(m.group(2)), None if m.group(3) == "None" else int(m.group(3)), int(m.group(4)))
+            by.setdefault(path, {}).setdefault(cfg, {})[(r["workload"], r["dist"])] = r["median_ms"]
+    out = {}
+    for path, cfgs in by.items():
+        full = {cfg: math.exp(statistics.fmean(math.log(t) for t in times.values()))
+                for cfg, times in cfgs.items() if set(times) == cells[path]}
+        if not full:
+            continue
+        best = min(full, key=full.__getitem__)
+        out[path] = {"block": best[0], "group": best[1], "per_sm": best[2], "geomean_ms": round(full[best], 5),
+                     "over": sorted(f"{w}/{d}" for w, d in cells[path]), "configs": len(full)}
+    return out
+
+
+def apply_histogram(picks: dict[str, dict[str, Any]], path: Path) -> list[str]:
+    """Write the picked configuration into the reference's module constants (``path``); the changes made."""
+    src = path.read_text(encoding="utf-8")
+    changes = []
+    for p, pick in picks.items():
+        for key, name in HISTOGRAM_CONSTANTS[p].items():
+            pat = re.compile(rf"^({name}\s*=\s*)(\d+)", re.M)
+            m = pat.search(src)
+            if m is None:
+                raise SystemExit(f"{path}: no module constant {name} to set")
+            if int(m.group(2)) != pick[key]:
+                changes.append(f"{name} {m.group(2)} -> {pick[key]}")
+                src = pat.sub(rf"\g<1>{pick[key]}", src, count=1)
+    path.write_text(src, encoding="utf-8")
+    return changes
+
+
 def sweep_none(m: Any, inputs: tuple, params: dict) -> list[Variant]:
     """No variants: the default configuration timed on the catalog draw alone (the evaluator's rotation also mixes
     in the task's other draws when the inputs are under the huge-input size)."""
@@ -273,7 +342,7 @@ SWEEPS: dict[str, tuple[Callable[..., list[Variant]], tuple[str, ...] | None]] =
     "gemm_bias_act": (sweep_gemm_bias_act, ("decode_batch_256",)),
     "gemm_fp8_blockwise": (sweep_gemm_fp8_blockwise, ("dsv3_dense_up", "dsv3_dense_down_long_k")),
     "conv2d_implicit_gemm": (sweep_conv2d_implicit_gemm, None),
-    "histogram": (sweep_none, None),
+    "histogram": (sweep_histogram, None),
 }
 
 
@@ -332,6 +401,50 @@ def load_without_hints(path: Path, prefix: str, which: str) -> Any:
     return load_module(tmp, prefix=prefix)
 
 
+def sweep_workload(args: argparse.Namespace, doc: dict[str, Any], t_start: float, flush: torch.Tensor,
+                   subject: tuple[Any, ...], wl: Any, spec: WorkloadSpec, dist: str) -> bool:
+    """Time every variant of one workload on inputs of ``dist`` into ``doc["rows"]``; True when the budget ran out
+    (the JSON says where it stopped)."""
+    task, ref, mod, bare, maker = subject
+    inputs = make_inputs(ref, spec, seed=0, device="cuda", dist=dist)
+    tol = _tolerance(task, wl.dtype)
+    expect = mod.kernel(*inputs, **spec.scalars)
+    torch.cuda.synchronize()
+    variants = [("default", mod.kernel)] + maker(mod, inputs, dict(wl.params))
+    if args.baseline:
+        variants.append(("baseline", ref.baseline))
+    if bare is not None:
+        variants += [("nohints default", bare.kernel)]
+        variants += [("nohints " + label, fn) for label, fn in maker(bare, inputs, dict(wl.params))]
+    for label, fn in variants:
+        if time.monotonic() - t_start > args.budget_s:
+            doc["stopped"] = f"budget of {args.budget_s} s reached before {task.id}/{wl.name}/{dist}/{label}"
+            write_json(args.out, doc)
+            print(doc["stopped"], flush=True)
+            return True
+        row: dict[str, Any] = {"task": task.id, "workload": wl.name, "dist": dist, "variant": label}
+        try:
+            out = fn(*inputs, **spec.scalars)
+            torch.cuda.synchronize()
+            if not close(out, expect, tol):
+                row["error"] = "output differs from the default configuration's"
+            else:
+                del out
+                ms = time_call(fn, inputs, spec.scalars, flush, args.reps)
+                row["median_ms"] = statistics.median(ms)
+                row["min_ms"] = min(ms)
+        except Exception:  # noqa: BLE001
+            row["error"] = traceback.format_exc(limit=3)[-800:]
+            torch.cuda.synchronize()
+        doc["rows"].append(row)
+        write_json(args.out, doc)
+        print(f"{task.id:20s} {wl.name:22s} {dist:14s} {label:50s} "
+              f"{row.get('median_ms', float('nan')):9.4f} {row.get('error', '')[:80]}", flush=True)
+    del inputs, expect
+    torch.cuda.empty_cache()
+    return False
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", nargs="*", default=None, choices=sorted(SWEEPS), metavar="TASK",
@@ -340,6 +453,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "runs" / "tune_h200.json")
     ap.add_argument("--no-hints", choices=sorted(HINT_RES), default=None,
                     help="also sweep each reference with these hints removed (labels 'nohints ...')")
+    ap.add_argument("--dists", nargs="*", default=None, metavar="DIST",
+                    help="input distributions to draw (default: the reference's first; 'all': each it offers)")
+    ap.add_argument("--baseline", action="store_true", help="also time the task's eager baseline (reference.py)")
+    ap.add_argument("--apply-histogram", action="store_true",
+                    help="after the sweep, write the fastest persistent configuration of each histogram path into "
+                         "references/histogram/triton.py's constants (the picks go in the JSON)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--budget-s", type=float, default=540.0, help="stop starting variants after this many seconds")
     args = ap.parse_args()
@@ -364,47 +483,25 @@ def main() -> int:
         mod = load_module(ROOT / "references" / task_id / "triton.py", prefix="d2k_tune")
         bare = load_without_hints(ROOT / "references" / task_id / "triton.py", "d2k_tune_bare",
                                   args.no_hints) if args.no_hints else None
+        dists = distributions(ref) if args.dists == ["all"] else args.dists or distributions(ref)[:1]
+        if unknown := [d for d in dists if d not in distributions(ref)]:
+            print(f"--dists: {task_id} has no input distribution {', '.join(unknown)} (it has "
+                  f"{', '.join(distributions(ref))}, or 'all')", file=sys.stderr)
+            return 2
         for wl in task.workloads:
             if (args.workloads and wl.name not in args.workloads) or (not args.workloads and only
                                                                          and wl.name not in only):
                 continue
             spec = WorkloadSpec.resolve(task, wl)
-            inputs = make_inputs(ref, spec, seed=0, device="cuda")
-            tol = _tolerance(task, wl.dtype)
-            expect = mod.kernel(*inputs, **spec.scalars)
-            torch.cuda.synchronize()
-            variants = [("default", mod.kernel)] + maker(mod, inputs, dict(wl.params))
-            if bare is not None:
-                variants += [("nohints default", bare.kernel)]
-                variants += [("nohints " + label, fn) for label, fn in maker(bare, inputs, dict(wl.params))]
-            for label, fn in variants:
-                if time.monotonic() - t_start > args.budget_s:
-                    doc["stopped"] = f"budget of {args.budget_s} s reached before {task_id}/{wl.name}/{label}"
-                    write_json(args.out, doc)
-                    print(doc["stopped"], flush=True)
+            for dist in dists:
+                if sweep_workload(args, doc, t_start, flush, (task, ref, mod, bare, maker), wl, spec, dist):
                     return 0
-                row: dict[str, Any] = {"task": task_id, "workload": wl.name, "variant": label}
-                try:
-                    out = fn(*inputs, **spec.scalars)
-                    torch.cuda.synchronize()
-                    if not close(out, expect, tol):
-                        row["error"] = "output differs from the default configuration's"
-                    else:
-                        del out
-                        ms = time_call(fn, inputs, spec.scalars, flush, args.reps)
-                        row["median_ms"] = statistics.median(ms)
-                        row["min_ms"] = min(ms)
-                except Exception:  # noqa: BLE001
-                    row["error"] = traceback.format_exc(limit=3)[-800:]
-                    torch.cuda.synchronize()
-                doc["rows"].append(row)
-                write_json(args.out, doc)
-                print(f"{task_id:20s} {wl.name:22s} {label:60s} "
-                      f"{row.get('median_ms', float('nan')):9.4f} {row.get('error', '')[:80]}", flush=True)
-            del inputs, expect
-            torch.cuda.empty_cache()
     doc["complete"] = True
     doc["wall_s"] = time.monotonic() - t_start
+    if args.apply_histogram:
+        doc["histogram_picks"] = picks = pick_histogram(doc["rows"])
+        doc["histogram_applied"] = apply_histogram(picks, ROOT / "references" / "histogram" / "triton.py")
+        print(f"histogram picks: {picks}; applied: {doc['histogram_applied'] or 'no change'}", flush=True)
     write_json(args.out, doc)
     return 0
 

@@ -6,7 +6,7 @@ L3.sparse-staggered-merge.
 
 Two paths, picked by the launcher from the number of bins:
 
-- ``private`` (NB <= 1024): a persistent grid of 2 programs per SM grid-strides over the keys in 8192-key tiles
+- ``private`` (NB <= 1024): a persistent grid of 3 programs per SM grid-strides over the keys in 8192-key tiles
   (32 keys = eight 128-bit loads per thread, 8 warps). Each tile is counted with ``tl.histogram``, which lowers to
   one ballot-and-popcount histogram per warp (log2(NB) ballots per 32 keys, so equal keys in a warp become one
   count: a 90%-hot bin costs one shared-memory add per warp, not 32) and one shared-memory add per (warp, bin)
@@ -17,7 +17,10 @@ Two paths, picked by the launcher from the number of bins:
 - ``global`` (NB > 1024): the ballot histogram's per-key cost grows with NB/32 (every lane owns NB/32 bins and
   popcounts each), and 128k int32 counters do not fit on chip, so each key is added straight into the global
   counts with a relaxed ``tl.atomic_add`` whose result is unused (REDG.E.ADD in SASS): near bandwidth when keys
-  are spread over many bins. The input is read once on both paths; it is never looped over per bin range.
+  are spread over many bins. Contention is aggregated in groups of 128 neighbouring keys: the keys equal to the
+  group's smallest key, and those equal to its largest, go in one atomic each (their count), so a hot bin at an
+  end of the key range (bin 0 at 90%, or the last bin in sorted runs) costs one atomic per group, not per key.
+  The input is read once on both paths; it is never looped over per bin range.
 
 Roofline floors on H200 (bytes = 4*N + 4*NB at the measured copy bandwidth):
 
@@ -47,7 +50,10 @@ import triton.language as tl
 
 _PRIVATE_MAX_BINS = 1024  # above this, global red.add per key (see the module docstring)
 _BLOCK = 8192             # keys per tile: 32 per thread at 8 warps, eight 16-byte loads each
-_PROGS_PER_SM = 2         # 2 x 8 warps per SM, 64 KB of keys in flight per SM
+_PROGS_PER_SM = 3         # private path: 3 x 8 warps per SM at its 80 registers a thread (ptxas, sm_90a)
+_GLOBAL_BLOCK = 4096      # global path: keys per tile (16 per thread: 117 registers with groups of 128)
+_GLOBAL_PROGS_PER_SM = 2  # global path: 2 x 8 warps per SM
+_GLOBAL_GROUP = 128       # global path: groups of neighbouring keys whose two ends are aggregated (0: none)
 _STAGGER = 37             # bin offset between consecutive programs at the merge (odd: all slots visited)
 
 
@@ -104,19 +110,39 @@ def _histogram_global_kernel(
     x_ptr, counts_ptr,
     N,
     num_progs,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, GROUP: tl.constexpr,
 ):
-    """Many bins: tiles pid, pid + num_progs, ... add each key straight into the global counts.
+    """Many bins: tiles pid, pid + num_progs, ... add their keys straight into the global counts.
 
-    Reads 4 * BLOCK bytes of keys per tile and issues one relaxed red.add per key (spread over NB counters).
+    Reads 4 * BLOCK bytes of keys per tile. With GROUP > 0 the tile is seen as [BLOCK // GROUP, GROUP] runs of
+    neighbouring keys: the keys equal to their group's smallest key, and those equal to its largest, are added with
+    one relaxed red.add each (their count), every other key with its own; GROUP == 0 issues one red.add per key.
     """
     pid = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    ones = tl.full([BLOCK], 1, dtype=tl.int32)
+    if GROUP > 0:
+        rows = tl.arange(0, BLOCK // GROUP)
+        cols = tl.arange(0, GROUP)
+        offs = rows[:, None] * GROUP + cols[None, :]
+        ones = tl.full([BLOCK // GROUP, GROUP], 1, dtype=tl.int32)
+    else:
+        offs = tl.arange(0, BLOCK)
+        ones = tl.full([BLOCK], 1, dtype=tl.int32)
     for tile in tl.range(pid, tl.cdiv(N, BLOCK), num_progs):
         idx = tl.cast(tile, tl.int64) * BLOCK + offs
         mask = idx < N
         x = tl.load(x_ptr + idx, mask=mask, other=0, eviction_policy="evict_first")
+        if GROUP > 0:
+            # Contention aggregation: a hot key at either end of the key range (bin 0 at 90%, the last bin in sorted
+            # runs) fills whole groups, whose keys then cost one atomic per group instead of one per key.
+            lo = tl.min(tl.where(mask, x, 2147483647), axis=1)
+            hi = tl.max(tl.where(mask, x, -1), axis=1)
+            is_lo = mask & (x == lo[:, None])
+            is_hi = mask & (x == hi[:, None]) & ~is_lo  # empty when the group holds one key
+            n_lo = tl.sum(is_lo.to(tl.int32), axis=1)
+            n_hi = tl.sum(is_hi.to(tl.int32), axis=1)
+            tl.atomic_add(counts_ptr + tl.where(n_lo > 0, lo, 0), n_lo, mask=n_lo > 0, sem="relaxed")
+            tl.atomic_add(counts_ptr + tl.where(n_hi > 0, hi, 0), n_hi, mask=n_hi > 0, sem="relaxed")
+            mask = mask & ~is_lo & ~is_hi
         tl.atomic_add(counts_ptr + x, ones, mask=mask, sem="relaxed")
 
 
@@ -128,11 +154,12 @@ def _pick_path(NB: int) -> str:
 
 
 def histogram(x: torch.Tensor, NB: int, *, _path: str | None = None, _block: int | None = None,
-              _num_progs: int | None = None) -> torch.Tensor:
+              _num_progs: int | None = None, _group: int | None = None) -> torch.Tensor:
     """Counts of each value in [0, NB) among the int32 keys ``x`` (values outside [0, NB) are not allowed).
 
     The underscored arguments override the launcher's choices; tests use them to run every path on small
-    inputs. ``_path`` is ``private`` or ``global``.
+    inputs. ``_path`` is ``private`` or ``global``; ``_group`` is the global path's group of neighbouring keys
+    (a power of two, at most the block, or 0 for one atomic per key).
     """
     if x.dim() != 1:
         raise ValueError(f"x must be 1-D [N], got shape {tuple(x.shape)}")
@@ -147,15 +174,20 @@ def histogram(x: torch.Tensor, NB: int, *, _path: str | None = None, _block: int
     if N == 0:
         return counts
     path = _path or _pick_path(NB)
-    block = _block or _BLOCK
+    block = _block or (_BLOCK if path == "private" else _GLOBAL_BLOCK)
     tiles = triton.cdiv(N, block)
-    progs = _num_progs or min(tiles, _PROGS_PER_SM * _sm_count(x))
+    per_sm = _PROGS_PER_SM if path == "private" else _GLOBAL_PROGS_PER_SM
+    progs = _num_progs or min(tiles, per_sm * _sm_count(x))
     if path == "private":
         nb_p2 = max(32, triton.next_power_of_2(NB))  # the ballot histogram needs >= 32 bins (one per lane)
         _histogram_private_kernel[(progs,)](x, counts, N, NB, progs, BLOCK=block, NB_P2=nb_p2, STAGGER=_STAGGER,
                                             num_warps=8)
     elif path == "global":
-        _histogram_global_kernel[(progs,)](x, counts, N, progs, BLOCK=block, num_warps=8)
+        group = _GLOBAL_GROUP if _group is None else _group
+        if group < 0 or group & (group - 1) or block & (block - 1):
+            raise ValueError(f"_group and the block must be powers of two (_group may be 0), got {group}, {block}")
+        group = min(group, block)
+        _histogram_global_kernel[(progs,)](x, counts, N, progs, BLOCK=block, GROUP=group, num_warps=8)
     else:
         raise ValueError(f"unknown path {path!r}")
     return counts

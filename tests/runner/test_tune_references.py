@@ -51,7 +51,7 @@ def test_gemm_config_filter():
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the kernels under the interpreter")
-@pytest.mark.parametrize("task_id", ["swiglu", "layernorm", "transpose", "topk", "gemm_splitk", "softmax",
+@pytest.mark.parametrize("task_id", ["swiglu", "layernorm", "transpose", "topk", "gemm_splitk", "softmax", "histogram",
                                      "prefix_scan"])
 def test_sweep_variants_agree_with_the_default_on_the_smoke_workload(task_id):
     maker, only = tune.SWEEPS[task_id]
@@ -70,3 +70,51 @@ def test_sweep_variants_agree_with_the_default_on_the_smoke_workload(task_id):
     for label, fn in (variants[0], variants[-1]):
         assert tune.close(fn(*inputs, **spec.scalars), expect, tol), label
     assert not tune.close(torch.zeros_like(tune._flat(expect)[0]), expect, tol)
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs the kernels under the interpreter")
+def test_histogram_sweep_covers_the_global_paths_groups():
+    task = load_task(ROOT, "histogram")
+    ref = load_reference(ROOT / "tasks" / "histogram")
+    mod = load_module(ROOT / "references" / "histogram" / "triton.py", prefix="d2k_tune_test")
+    spec = WorkloadSpec.resolve(task, task.smoke.model_copy(update={"params": {"N": 9001, "NB": 3000,
+                                                                                "dist": "uniform"}}))
+    (x,) = make_inputs(ref, spec, seed=0, device="cpu", dist="hot_tail_runs")
+    variants = tune.sweep_histogram(mod, (x,), {"NB": 3000})
+    assert {label.split()[2] for label, _ in variants} == {"group=0", "group=32", "group=128"}
+    assert all(tune.HISTOGRAM_LABEL.match(label) for label, _ in variants)
+    expect = torch.bincount(x, minlength=3000).to(torch.int32)
+    for label, fn in variants[::5]:
+        assert torch.equal(fn(x, NB=3000), expect), label
+
+
+def test_histogram_pick_takes_the_fastest_config_timed_everywhere_and_writes_it(tmp_path):
+    def row(variant, workload, dist, ms):
+        return {"task": "histogram", "workload": workload, "dist": dist, "variant": variant, "median_ms": ms}
+    g = "global block=4096 group=128 per_sm={}"
+    rows = [row(g.format(2), "vocab_bins", "catalog", 0.8), row(g.format(2), "vocab_bins", "hot_tail_runs", 1.0),
+            # faster on the catalog draw, much slower on the other: the geomean over both decides
+            row(g.format(4), "vocab_bins", "catalog", 0.7), row(g.format(4), "vocab_bins", "hot_tail_runs", 3.0),
+            # fastest, but timed on one draw only (the other errored): not picked
+            row("global block=8192 group=0 per_sm=3", "vocab_bins", "catalog", 0.1),
+            {"task": "histogram", "workload": "vocab_bins", "dist": "hot_tail_runs",
+             "variant": "global block=8192 group=0 per_sm=3", "error": "boom"},
+            # one program per tile is reported, never written
+            row("global block=4096 group=128 per_sm=tile", "vocab_bins", "catalog", 0.01),
+            row("global block=4096 group=128 per_sm=tile", "vocab_bins", "hot_tail_runs", 0.01),
+            row("private block=8192 group=None per_sm=3", "uniform_256", "catalog", 1.0),
+            row("default", "uniform_256", "catalog", 0.5)]
+    picks = tune.pick_histogram(rows)
+    assert picks["global"]["per_sm"] == 2 and picks["global"]["group"] == 128 and picks["global"]["configs"] == 2
+    assert picks["private"] == {**picks["private"], "block": 8192, "per_sm": 3, "group": None}
+    ref = tmp_path / "triton.py"
+    ref.write_text((ROOT / "references" / "histogram" / "triton.py").read_text())
+    now = load_module(ref, prefix="d2k_tune_now")
+    picks = {path: {key: getattr(now, name) for key, name in names.items()}
+             for path, names in tune.HISTOGRAM_CONSTANTS.items()}
+    assert tune.apply_histogram(picks, ref) == []
+    picks["global"]["per_sm"] = now._GLOBAL_PROGS_PER_SM + 3
+    assert tune.apply_histogram(picks, ref) == [f"_GLOBAL_PROGS_PER_SM {now._GLOBAL_PROGS_PER_SM} -> "
+                                                f"{now._GLOBAL_PROGS_PER_SM + 3}"]
+    mod = load_module(ref, prefix="d2k_tune_applied")
+    assert mod._GLOBAL_PROGS_PER_SM == now._GLOBAL_PROGS_PER_SM + 3 and mod._GLOBAL_GROUP == now._GLOBAL_GROUP

@@ -47,6 +47,11 @@ CASES = {
     "private_1024_bins": (6007, 1024, "uniform", {}),
     "global": (12007, 3000, "uniform", {"_block": 2048}),
     "global_hot": (7001, 1500, "3% of keys = 1499, rest uniform", {"_path": "global", "_num_progs": 2}),
+    # the global path's aggregation of each group's two ends: a hot smallest key, a hot largest key, groups cut by
+    # the end of the input (N is not a multiple of the group), and no aggregation at all
+    "global_hot_low": (6221, 1500, HOT, {"_path": "global", "_block": 2048, "_group": 32, "_num_progs": 2}),
+    "global_hot_high": (4133, 1100, "60% of keys = 1099, rest uniform", {"_block": 1024, "_group": 128}),
+    "global_no_groups": (5001, 2000, HOT, {"_path": "global", "_block": 1024, "_group": 0}),
 }
 
 
@@ -71,6 +76,10 @@ def test_rejects_bad_inputs():
         KERNEL.histogram(torch.zeros(2, 4, dtype=torch.int32), 4)
     with pytest.raises(ValueError):
         KERNEL.histogram(torch.zeros(8, dtype=torch.int32), 4, _path="bogus")
+    with pytest.raises(ValueError, match="_group"):
+        KERNEL.histogram(torch.zeros(8, dtype=torch.int32), 4000, _block=1024, _group=96)
+    with pytest.raises(ValueError, match="_group"):
+        KERNEL.histogram(torch.zeros(8, dtype=torch.int32), 4000, _block=1000)
     assert KERNEL.histogram(torch.zeros(0, dtype=torch.int32), 3).tolist() == [0, 0, 0]
 
 
