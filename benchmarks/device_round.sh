@@ -66,6 +66,9 @@ set -u
 D=${ROUND_DIR:-/tmp/d2k_round}
 mkdir -p "$D"
 rm -f "$D/DONE"
+# The round runs on its own copy of the tree: a later device call copies the working tree over the checkout, which
+# would undo what a step wrote there (TUNE_APPLY's constants) or change the code between two steps.
+rm -rf "$D.repo" && mkdir -p "$D.repo" && tar --exclude=./.git -cf - . | tar -xf - -C "$D.repo" && cd "$D.repo" || exit 1
 export PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
