@@ -14,7 +14,7 @@ and ``load_bearing`` when that interval clears the original-vs-original noise.
 Records are appended to ``--jsonl`` (default ``benchmarks/data/runs/ablation/ablations_<gpu>.jsonl``, ``_cpu`` for a
 dry run, so a CPU dry run never stands in for a GPU record) as each reference finishes; a rerun skips the
 references already there on the same device (but not those with an ``untimed`` property: a failed original is
-tried again; nor those whose source changed since their records: an edited reference is ablated again), so a run
+tried again; nor those whose code changed since their records, docstrings and comments aside), so a run
 cut short by a time limit resumes where it stopped
 (``--budget-s`` stops cleanly between references). The JSON (``--out``, default ``benchmarks/data/ablation_<gpu>.json``)
 is rewritten after each reference.
@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from d2kgrade.ablate.apply import ablate_source
 from d2kgrade.ablate.driver import AblateConfig, Evaluate, Subject, ablate_kernel, default_evaluator, select_properties
-from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, read_records
+from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, append_record, code_sha256, read_records
 from d2kgrade.errors import UserError
 from d2kgrade.io import write_json
 from d2kgrade.runstore import now_iso
@@ -153,7 +153,7 @@ def lost_record(subject: Subject, suite: Suite, prop_id: str, why: str, device: 
     return AblationRecord(task=subject.task, episode=subject.episode, arm=subject.arm, property=prop.id,
                           level=prop.level, present=True, status="broke_correctness", transform=v.transform,
                           message=f"{why}; {v.summary()}", device=device, created_at=now_iso(),
-                          kernel_sha256=hashlib.sha256(source.encode()).hexdigest())
+                          kernel_sha256=hashlib.sha256(source.encode()).hexdigest(), code_sha256=code_sha256(source))
 
 
 def default_tasks(suite: Suite) -> list[str]:
@@ -182,10 +182,10 @@ def run(args: argparse.Namespace, evaluate: Evaluate | None = None, gpu: str | N
 
     # A reference is done when every selected property has its record (a kill between appends leaves it undone),
     # none is untimed (an original that failed, as round 16's paged_attention_decode ran out of memory, is tried
-    # again) and every record was measured on the reference's current source (an edited reference is ablated again).
-    sha = {t: hashlib.sha256(suite.reference_kernels(t)["triton"].read_text(encoding="utf-8").encode()).hexdigest()
-           for t in tasks}
-    have = {r.key() for r in mine() if r.status != "untimed" and r.kernel_sha256 in (None, sha[r.task])}
+    # again) and every record was measured on the reference's current code (a reference whose code changed is ablated
+    # again; an edit of its docstrings or comments is not a change: code_sha256).
+    sha = {t: code_sha256(suite.reference_kernels(t)["triton"].read_text(encoding="utf-8")) for t in tasks}
+    have = {r.key() for r in mine() if r.status != "untimed" and r.code_sha256 in (None, sha[r.task])}
     done = {REFERENCE_PREFIX + t for t in tasks if all(
         (REFERENCE_PREFIX + t, p.id) in have for p in select_properties(suite.load_rubric(t), wanted[t]))}
     t0 = clock()

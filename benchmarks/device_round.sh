@@ -19,21 +19,19 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
-# Round 18 (2026-12-03, runs/round18): histogram's launch sweep on both input distributions (its global path now
-# aggregates each group's two ends; the private path runs 4 programs per SM), its references step and ablation on
-# the new code, selective_scan's and topk's candidates, paged_attention_decode's ablation, the GPU test of
-# time_by_dist:
+# Round 18 (2026-12-03, runs/round18): histogram's launch sweep on both input draws, written into the reference
+# (TUNE_APPLY), then its, topk's and selective_scan's candidates (254 s); the machine was given back during the
+# ablation step, so a second machine reran the sweep (tune_h200.json) and paged_attention_decode's ablation (87 s);
+# histogram's ablation spent ABLATE_BUDGET_S in its warm phase (195 s):
 #   STEPS="tune references ablation_fast gpu_tests" TUNE_APPLY=1 REFERENCES_TASKS="histogram topk selective_scan"
 #   REFERENCES_EXCLUDE=compile_max_autotune ABLATE_TASKS="histogram paged_attention_decode"
-#   GPU_TESTS_K=honest_kernel_timed
+# Next: STEPS="ablation_fast gpu_tests" ABLATE_TASKS=histogram ABLATE_BUDGET_S=600 (histogram's ablation on its
+#   current source; the GPU tests with time_by_dist), then compile max-autotune where compile is the best peer.
 # Round 17 (2026-12-03, runs/round17): paged_attention_decode's ablation (skipped: round 16's untimed records counted
 # as done in the resume file; fixed), every candidate but compile max-autotune on 15 references (422 s), and, on a
 # second machine after the first was given back between two calls, the GPU tests (15 of 15, 183 s):
 #   STEPS="ablation_fast references gpu_tests" ABLATE_TASKS=paged_attention_decode REFERENCES_EXCLUDE=compile_max_autotune
 #   REFERENCES_TASKS="flash_decoding paged_attention_decode gemm_splitk ... spmv_csr selective_scan" LIMIT_references=900
-# Next: STEPS="ablation_fast references" ABLATE_TASKS=paged_attention_decode REFERENCES_TASKS=selective_scan
-#   REFERENCES_EXCLUDE=compile_max_autotune (then compile max-autotune where compile is the best peer), and a check
-#   of histogram vocab_bins' time by input distribution (bench_round.py's by_dist).
 # Round 16 (2026-12-03, runs/round16): the other 20 references' ablation (warm 261 s, timed 584 s; paged_attention_decode
 # ran out of memory, since fixed), then the timing repeat with the autotuner's choices kept (two detached rounds):
 #   STEPS=ablation_fast ABLATE_BUDGET_S=1000 ABLATE_TASKS="flash_attention_fwd conv2d_implicit_gemm ... flash_decoding"

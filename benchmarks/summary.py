@@ -17,8 +17,9 @@ spread and the GPU tests come from the newest rounds' raw files: ``data/runs/rou
 ``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
 evaluations, with the autotuner's choices kept) and ``data/runs/round17/gpu_tests.log`` (else round 13's). Each
 workload's kernel figures and best peer come from the newest of these files that timed its task against every
-candidate (:data:`CANDIDATE_FILES`: the timing repeats and round 17's ``references_candidates.json``), else from
-the older files above; ``baselines_not_timed`` names the candidates without a figure, and why. Every figure says
+candidate (:data:`CANDIDATE_FILES`: the timing repeats and rounds 17 and 18's ``references_candidates.json``), else
+from the older files above; ``baselines_not_timed`` names the candidates without a figure, and why;
+``ablation.stale`` names the references whose ablation records were measured on other code. Every figure says
 where it comes from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is
 guessed.
 """
@@ -147,7 +148,7 @@ def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
 
 CANDIDATE_FILES = ("round13/timing_repeat_h200.json", "round14/timing_repeat_h200.json",
                    "round16/timing_repeat_gemm_bias_act.json", "round16/timing_repeat_gemm_bf16_flash.json",
-                   "round17/references_candidates.json")
+                   "round17/references_candidates.json", "round18/references_candidates.json")
 """The evaluations of this evaluator with every candidate of the task (``bench_round.py``'s timing repeats and
 its references step), oldest first, under ``data/runs``."""
 
@@ -217,6 +218,18 @@ def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
 TIMED = ("load_bearing", "not_load_bearing")
 
 
+def _code_sha(repo: Path, task: str) -> str | None:
+    """The code hash (docstrings and comments aside) of a reference's current source, as an ablation record's
+    ``code_sha256`` names the source it measured."""
+    import sys
+
+    sys.path.insert(0, str(repo))
+    from d2kgrade.ablate.results import code_sha256
+
+    path = repo / "references" / task / "triton.py"
+    return code_sha256(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, Any]:
     """``ablation_tasks``: the references with at least one timed property in ``ablation_h200.json``; ``ablation``:
     per task, each timed property's slowdown when removed with its interval, the load-bearing ones first."""
@@ -225,6 +238,8 @@ def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, A
         return {"ablation_tasks": [], "ablation": None}
     per: dict[str, list[dict[str, Any]]] = {}
     counts: dict[str, int] = {}
+    stale = sorted({r["task"] for r in ablation.get("records", [])
+                    if r.get("code_sha256") and r["code_sha256"] != _code_sha(root.parent, r["task"])})
     for r in ablation.get("records", []):
         counts[r["status"]] = counts.get(r["status"], 0) + 1
         if r["status"] in TIMED and r.get("slowdown") is not None:
@@ -234,7 +249,7 @@ def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, A
     for rows in per.values():
         rows.sort(key=lambda x: (x["status"] != "load_bearing", -x["slowdown"]))
     return {"ablation_tasks": sorted(per),
-            "ablation": {"references": refs, "by_status": dict(sorted(counts.items())),
+            "ablation": {"references": refs, "by_status": dict(sorted(counts.items())), "stale": stale,
                          "tasks": dict(sorted(per.items())),
                          "source": f"data/ablation_h200.json ({ablation.get('gpu')}, {str(ablation.get('date'))[:10]}; "
                                    f"{ablation.get('evaluator', 'sandboxed')}, {ablation.get('rounds')} rounds)"}}
@@ -388,6 +403,9 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
     elif len(out["ablation_tasks"]) < out["ablation"]["references"]:
         out["missing"].append(f"ablation_tasks: {len(out['ablation_tasks'])} of {out['ablation']['references']} "
                               "references timed")
+    if out["ablation"] and out["ablation"]["stale"]:
+        out["missing"].append(f"ablation of the current source of {', '.join(out['ablation']['stale'])} (its "
+                              "records were measured on an earlier version)")
     if len(out["timing_spread_tasks"]) < 10:
         out["missing"].append("timing_spread over ten tasks (kernel and every baseline)")
     if (out.get("full_run_s") or 0) > 300:

@@ -35,7 +35,8 @@ from statistics import median
 from typing import Any
 
 from d2kgrade.ablate.apply import Variant, ablate_source
-from d2kgrade.ablate.results import REFERENCE_PREFIX, AblationRecord, WorkloadAblation, append_record, read_records
+from d2kgrade.ablate.results import (REFERENCE_PREFIX, AblationRecord, WorkloadAblation, append_record, code_sha256,
+                                     read_records)
 from d2kgrade.ablate.stats import load_bearing, ratio_of_medians
 from d2kgrade.ablate.transforms._base import NotApplicable
 from d2kgrade.errors import MissingDependencyError, UserError
@@ -152,6 +153,7 @@ class _Ablation:
         self.work_dir, self.progress = work_dir, progress or (lambda _msg: None)
         self.source = subject.path.read_text(encoding="utf-8")
         self.sha = hashlib.sha256(self.source.encode()).hexdigest()
+        self.code_sha = code_sha256(self.source)
         self.seed = config.seed
         self.records: dict[str, AblationRecord] = {}
         self.variants: dict[str, tuple[Property, Variant, Path]] = {}
@@ -160,7 +162,8 @@ class _Ablation:
 
     def _record(self, prop: Property, **fields: Any) -> None:
         base = dict(task=self.s.task, episode=self.s.episode, arm=self.s.arm, model=self.s.model, seed=self.s.seed,
-                    property=prop.id, level=prop.level, kernel_sha256=self.sha, created_at=now_iso(),
+                    property=prop.id, level=prop.level, kernel_sha256=self.sha, code_sha256=self.code_sha,
+                    created_at=now_iso(),
                     device=self.env_device)
         self.records[prop.id] = AblationRecord(**{**base, **fields})
 

@@ -16,6 +16,8 @@ half-width, in percent, of the bootstrap interval of the first copy against the 
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -118,12 +120,31 @@ class AblationRecord(BaseModel):
     """Interleaved timing rounds behind the figures."""
     kernel_sha256: str | None = None
     """Hash of the original kernel's source."""
+    code_sha256: str | None = None
+    """:func:`code_sha256` of the original kernel: unchanged by an edit of its docstrings or comments."""
     created_at: str | None = None
     """When the record was written (ISO 8601, UTC)."""
 
     def key(self) -> tuple[str, str]:
         """(episode, property): a later record with the same key replaces an earlier one."""
         return self.episode, self.property
+
+
+def code_sha256(source: str) -> str:
+    """Hash of a Python kernel's code without its docstrings and comments (the parsed tree, positions left out), so
+    that records of a kernel stay current across an edit of its prose; a source that is not Python (CUDA C++) is
+    hashed as text."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return hashlib.sha256(source.encode()).hexdigest()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
 
 def append_record(path: Path, record: AblationRecord) -> None:

@@ -35,11 +35,11 @@ Roofline floors on H200 (flops from the cost model at the measured dense bf16 ra
 copy bandwidth, are lower on every workload):
 
 ================  ==============================  =============  ==================================================
-workload          GEMM view (M x N_gemm x R*S*C)  compute floor  H200: time, fraction of floor, x eager / x compile
+workload          GEMM view (M x N_gemm x R*S*C)  compute floor  H200: time, fraction of floor, x best peer
 ================  ==============================  =============  ==================================================
-resnet_stage_256  200704 x 256 x 2304             314 us         419 us, 0.75, 0.73x / 0.72x
-vae_decoder_512   131072 x 512 x 4608             820 us         1.02 ms, 0.80, 0.76x / 0.76x
-wide_spatial_c64  1048576 x 64 x 576              103 us         314 us, 0.33, 0.52x / 0.52x
+resnet_stage_256  200704 x 256 x 2304             314 us         415 us, 0.73, 0.73x compile
+vae_decoder_512   131072 x 512 x 4608             820 us         1.02 ms, 0.77, 0.75x compile
+wide_spatial_c64  1048576 x 64 x 576              103 us         315 us, 0.31, 0.52x cudnn_benchmark
 ================  ==============================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -39,11 +39,11 @@ Roofline floors on H200 (bytes = 2*M*V*elt + 12*M at the measured copy bandwidth
 the compute roof):
 
 ===================  ==================  =======  ==================================================
-workload             shape / dtype       floor    H200: time, fraction of floor, x eager / x compile
+workload             shape / dtype       floor    H200: time, fraction of floor, x best peer
 ===================  ==================  =======  ==================================================
-llama3_vocab         8192 x 128256 bf16  1.01 ms  1.61 ms, 0.63, 7.39x / 1.44x
-gemma_vocab          9216 x 262144 bf16  2.32 ms  4.46 ms, 0.52, 6.11x / 1.09x
-few_rows_huge_vocab  64 x 262144 bf16    16.1 us  36.0 us, 0.45, 8.79x / 2.14x
+llama3_vocab         8192 x 128256 bf16  1.01 ms  1.60 ms, 0.62, 1.45x compile
+gemma_vocab          9216 x 262144 bf16  2.32 ms  4.43 ms, 0.52, 1.09x compile
+few_rows_huge_vocab  64 x 262144 bf16    16.1 us  35.8 us, 0.45, 2.17x compile
 ===================  ==================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

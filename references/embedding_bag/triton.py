@@ -30,11 +30,11 @@ Roofline floors on H200 (bytes = rows_read*D*elt + 12*nnz + 8*(B+1) + 4*B*D at t
 bandwidth; rows_read is nnz for uniform indices and the expected distinct rows for Zipf indices):
 
 ==================  =======================================  ======  ==================================================
-workload            V x D dtype, B bags, nnz, rows_read      floor   H200: time, fraction of floor, x eager / x compile
+workload            V x D dtype, B bags, nnz, rows_read      floor   H200: time, fraction of floor, x best peer
 ==================  =======================================  ======  ==================================================
-dlrm_fp32_d128      20M x 128 fp32, 65536, 4194304, 4194304  536 us  645 us, 0.82, 2.51x / 2.51x
-small_dim_bf16_d32  10M x 32 bf16, 262144, 8388608, 8388608  162 us  292 us, 0.55, 3.10x / 3.06x
-skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050    101 us  918 us, 0.11, 19.22x / 19.06x
+dlrm_fp32_d128      20M x 128 fp32, 65536, 4194304, 4194304  536 us  647 us, 0.83, 2.50x eager
+small_dim_bf16_d32  10M x 32 bf16, 262144, 8388608, 8388608  162 us  315 us, 0.52, 27.59x eager_fp32
+skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050    101 us  917 us, 0.11, 18.27x eager
 ==================  =======================================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -37,12 +37,12 @@ Roofline floors on H200 (flops = 4*B*Hq*S^2*D, halved when causal, at the measur
 floor is far below):
 
 =================  ===============================  =============  ==================================================
-workload           shape                            compute floor  H200: time, fraction of floor, x eager / x compile
+workload           shape                            compute floor  H200: time, fraction of floor, x best peer
 =================  ===============================  =============  ==================================================
-llama8b_causal_8k  B4 Hq32 Hkv8 S8192 D128 causal   2.92 ms        4.42 ms, 0.66, 1.47x / 1.44x
-dit_noncausal      B4 Hq24 Hkv24 S4608 D128         1.38 ms        2.05 ms, 0.68, 1.44x / 1.43x
-long_causal_32k    B1 Hq32 Hkv8 S32768 D128 causal  11.7 ms        17.0 ms, 0.69, 1.50x / 1.50x
-headdim_256        B4 Hq16 Hkv8 S8192 D256 causal   2.92 ms        4.07 ms, 0.72, 1.73x / 1.70x
+llama8b_causal_8k  B4 Hq32 Hkv8 S8192 D128 causal   2.92 ms        4.41 ms, 0.63, 0.80x sdpa_cudnn
+dit_noncausal      B4 Hq24 Hkv24 S4608 D128         1.38 ms        2.06 ms, 0.64, 0.76x sdpa_cudnn
+long_causal_32k    B1 Hq32 Hkv8 S32768 D128 causal  11.7 ms        16.8 ms, 0.67, 0.85x sdpa_cudnn
+headdim_256        B4 Hq16 Hkv8 S8192 D256 causal   2.92 ms        4.11 ms, 0.68, 0.81x sdpa_cudnn
 =================  ===============================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -43,12 +43,12 @@ trial and timed recheck of the round-7 bench, but its share has not been re-audi
 Roofline floors on H200 (bytes = 2*B*Hkv*L*D*2 + 2*B*Hq*D*2 at the measured copy bandwidth; flops are negligible):
 
 ===========  =====================  =========  ==================================================
-workload     B, Hq, Hkv, L, D       HBM floor  H200: time, fraction of floor, x eager / x compile
+workload     B, Hq, Hkv, L, D       HBM floor  H200: time, fraction of floor, x best peer
 ===========  =====================  =========  ==================================================
-b1_64k       1, 32, 8, 65536, 128   64.4 us    79.5 us, 0.80, 0.99x / 0.99x
-b16_16k      16, 32, 8, 16384, 128  258 us     253 us, 1.01, 0.99x / 0.99x
-b64_4k_gqa8  64, 64, 8, 4096, 128   258 us     251 us, 1.02, 1.01x / 1.01x
-mha_b4_16k   4, 32, 32, 16384, 128  258 us     252 us, 1.01, 1.00x / 0.99x
+b1_64k       1, 32, 8, 65536, 128   64.4 us    79.4 us, 0.81, 1.00x compile
+b16_16k      16, 32, 8, 16384, 128  258 us     252 us, 1.03, 0.99x compile
+b64_4k_gqa8  64, 64, 8, 4096, 128   258 us     251 us, 1.03, 1.00x compile
+mha_b4_16k   4, 32, 32, 16384, 128  258 us     251 us, 1.03, 0.99x compile
 ===========  =====================  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

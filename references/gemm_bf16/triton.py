@@ -28,10 +28,10 @@ Roofline floors on H200 (flops = 2*M*N*K at the dense bf16 rate torch.mm reaches
 (M*K + N*K + M*N)*2 at the measured copy bandwidth, are far lower): every workload is compute-bound:
 
 ================  ====================  =============  ==================================================
-workload          M x N x K             compute floor  H200: time, fraction of floor, x eager / x compile
+workload          M x N x K             compute floor  H200: time, fraction of floor, x best peer
 ================  ====================  =============  ==================================================
-square_8k         8192 x 8192 x 8192    1.46 ms        1.47 ms, 0.99, 0.98x / 0.99x
-lm_head_vocab     4096 x 128256 x 4096  5.71 ms        5.43 ms, 1.05, 1.08x / 1.10x
+square_8k         8192 x 8192 x 8192    1.46 ms        1.37 ms, 1.06, 1.02x compile
+lm_head_vocab     4096 x 128256 x 4096  5.71 ms        5.31 ms, 1.07, 1.07x cublaslt
 down_proj_long_k  4096 x 8192 x 28672   2.55 ms        2.40 ms, incorrect at [1e-2, 1e-2] (see below)
 ================  ====================  =============  ==================================================
 

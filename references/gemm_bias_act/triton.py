@@ -40,11 +40,11 @@ Roofline floors on H200 (flops = 2*M*N*K + 12*M*N at the dense bf16 rate torch.m
 floors, (M*K + N*K + M*N + N)*2 at the measured copy bandwidth, are lower):
 
 ======================  ===================  =============  ==================================================
-workload                M x N x K            compute floor  H200: time, fraction of floor, x eager / x compile
+workload                M x N x K            compute floor  H200: time, fraction of floor, x best peer
 ======================  ===================  =============  ==================================================
-gpt_fc1                 8192 x 16384 x 4096  1.46 ms        1.47 ms, 0.97, 1.02x / 1.02x
-small_k_epilogue_heavy  32768 x 4096 x 1024  367 us         447 us, 0.80, 0.98x / 0.97x
-decode_batch_256        256 x 16384 x 4096   45.6 us        59.5 us, 0.75, 0.91x / 0.91x
+gpt_fc1                 8192 x 16384 x 4096  1.46 ms        1.47 ms, 0.99, 0.99x compile
+small_k_epilogue_heavy  32768 x 4096 x 1024  367 us         445 us, 0.82, 0.97x cublaslt_epilogue
+decode_batch_256        256 x 16384 x 4096   45.6 us        73.6 us, 0.62, 0.73x cublaslt_epilogue
 ======================  ===================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

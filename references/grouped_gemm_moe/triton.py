@@ -34,12 +34,12 @@ Roofline floors on H200 (flops = 2*T*N*K at the measured dense bf16 rate; bytes 
 W[e] once per touched expert, at the measured copy bandwidth; the floor is the larger):
 
 ====================  ======================  =================  ==================================================
-workload              E, T, K, N              floor (bound)      H200: time, fraction of floor, x eager / x compile
+workload              E, T, K, N              floor (bound)      H200: time, fraction of floor, x best peer
 ====================  ======================  =================  ==================================================
-mixtral_prefill       8, 16384, 4096, 14336   2.55 ms (compute)  2.58 ms, 0.99, 1.07x / 1.02x
-fine_grained_prefill  128, 32768, 2048, 1536  273 us (compute)   409 us, 0.67, 1.08x / 1.07x
-skewed_routing        64, 16384, 2048, 2816   251 us (compute)   414 us, 0.61, 1.06x / 1.06x
-decode_fine_grained   128, 256, 2048, 1536    168 us (HBM)       165 us, 1.02, 1.41x / 1.40x
+mixtral_prefill       8, 16384, 4096, 14336   2.55 ms (compute)  2.50 ms, 0.98, 1.02x compile
+fine_grained_prefill  128, 32768, 2048, 1536  273 us (compute)   400 us, 0.66, 1.08x grouped_mm
+skewed_routing        64, 16384, 2048, 2816   251 us (compute)   423 us, 0.57, 1.02x compile
+decode_fine_grained   128, 256, 2048, 1536    168 us (HBM)       174 us, 0.97, 1.36x eager
 ====================  ======================  =================  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

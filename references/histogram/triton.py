@@ -6,7 +6,7 @@ L3.sparse-staggered-merge.
 
 Two paths, picked by the launcher from the number of bins:
 
-- ``private`` (NB <= 1024): a persistent grid of 3 programs per SM grid-strides over the keys in 8192-key tiles
+- ``private`` (NB <= 1024): a persistent grid of 8 programs per SM grid-strides over the keys in 8192-key tiles
   (32 keys = eight 128-bit loads per thread, 8 warps). Each tile is counted with ``tl.histogram``, which lowers to
   one ballot-and-popcount histogram per warp (log2(NB) ballots per 32 keys, so equal keys in a warp become one
   count: a 90%-hot bin costs one shared-memory add per warp, not 32) and one shared-memory add per (warp, bin)
@@ -25,17 +25,19 @@ Two paths, picked by the launcher from the number of bins:
 Roofline floors on H200 (bytes = 4*N + 4*NB at the measured copy bandwidth):
 
 ===========  =========================  =======  ==================================================
-workload     N / NB                     floor    H200: time, fraction of floor, x eager / x compile
+workload     N / NB                     floor    H200: time, fraction of floor, x best peer
 ===========  =========================  =======  ==================================================
-uniform_256  268435456 / 256            258 us   1.01 ms, 0.25, 2.09x / 2.13x
-hot_bin_256  268435456 / 256 (90% hot)  258 us   1.01 ms, 0.25, 26.41x / 26.48x
-vocab_bins   67108864 / 131072          64.5 us  739 us, 0.09, 1.45x / 1.45x
+uniform_256  268435456 / 256            258 us   860 us, 0.30, 2.41x eager
+hot_bin_256  268435456 / 256 (90% hot)  258 us   859 us, 0.30, 31.24x compile
+vocab_bins   67108864 / 131072          64.5 us  717 us, 0.09, 1.52x eager
 ===========  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-uniform_256 and hot_bin_256 are bound by instructions (the ballot histogram), vocab_bins by global atomics in L2;
-vocab_bins' median is to be re-timed on catalog keys alone (its timing rotation mixes in hot_tail_runs; NOTES.md).
+uniform_256 and hot_bin_256 are bound by instructions (the ballot histogram), vocab_bins by global atomics in L2.
+Times: round 18 (benchmarks/data/runs/round18/references_candidates.json); vocab_bins' timing rotation mixes its
+catalog keys (0.786 ms) with the hot_tail_runs draw (0.647 ms), on which one atomic per key took 12.87 ms and
+torch.bincount 13.1 ms. Launch constants: round 18's sweep over both draws (runs/round18/tune_h200.json; NOTES.md).
 Investigation notes: references/histogram/NOTES.md.
 """
 
@@ -50,9 +52,9 @@ import triton.language as tl
 
 _PRIVATE_MAX_BINS = 1024  # above this, global red.add per key (see the module docstring)
 _BLOCK = 8192             # keys per tile: 32 per thread at 8 warps, eight 16-byte loads each
-_PROGS_PER_SM = 3         # private path: 3 x 8 warps per SM at its 80 registers a thread (ptxas, sm_90a)
+_PROGS_PER_SM = 8         # private path: 3 of the 8 resident at a time (80 registers a thread, ptxas sm_90a)
 _GLOBAL_BLOCK = 4096      # global path: keys per tile (16 per thread: 117 registers with groups of 128)
-_GLOBAL_PROGS_PER_SM = 2  # global path: 2 x 8 warps per SM
+_GLOBAL_PROGS_PER_SM = 8  # global path: 2 of the 8 resident at a time (117 registers a thread)
 _GLOBAL_GROUP = 128       # global path: groups of neighbouring keys whose two ends are aggregated (0: none)
 _STAGGER = 37             # bin offset between consecutive programs at the merge (odd: all slots visited)
 

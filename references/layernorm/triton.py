@@ -31,11 +31,11 @@ tolerance on the other workloads.
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
 =================  ===========  ======  ==================================================
-workload           bytes        floor   H200: time, fraction of floor, x eager / x compile
+workload           bytes        floor   H200: time, fraction of floor, x best peer
 =================  ===========  ======  ==================================================
-llama_hidden_8k    537,034,752  129 us  157 us, 0.81, 1.46x / 0.97x
-many_short_rows    537,923,584  129 us  134 us, 0.95, 2.28x / 1.00x
-large_offset_fp32  537,034,752  129 us  133 us, 0.96, 1.39x / 0.99x
+llama_hidden_8k    537,034,752  129 us  156 us, 0.82, 0.97x compile
+many_short_rows    537,923,584  129 us  134 us, 0.95, 1.00x compile
+large_offset_fp32  537,034,752  129 us  132 us, 0.97, 0.99x compile
 =================  ===========  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -32,11 +32,11 @@ at llama_8k and ~1% at many_rows_n1024 with G = 132 x occupancy, ~17% at wide_fe
 capped by PARTIAL_BUDGET so it stays L2-resident: mostly L2 hits, not HBM traffic).
 
 ===============  ===========  =======  ==================================================
-workload         bytes        floor    H200: time, fraction of floor, x eager / x compile
+workload         bytes        floor    H200: time, fraction of floor, x best peer
 ===============  ===========  =======  ==================================================
-llama_8k         805,519,360  193 us   282 us, 0.68, 1.84x / 1.19x
-many_rows_n1024  806,365,184  194 us   264 us, 0.73, 1.70x / 1.00x
-wide_few_rows    201,506,816  48.4 us  116 us, 0.41, 1.31x / 1.08x
+llama_8k         805,519,360  193 us   281 us, 0.69, 1.03x liger
+many_rows_n1024  806,365,184  194 us   263 us, 0.74, 0.99x compile
+wide_few_rows    201,506,816  48.4 us  115 us, 0.42, 1.09x compile
 ===============  ===========  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

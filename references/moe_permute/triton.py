@@ -28,11 +28,11 @@ Roofline floors on H200 (bytes = 4*T*E + T*H*2 + T*k*H*2 + 12*T*k + 4*(E + 1) at
 bandwidth):
 
 ==================  ===================  =======  ==================================================
-workload            T, E, k, H           floor    H200: time, fraction of floor, x eager / x compile
+workload            T, E, k, H           floor    H200: time, fraction of floor, x best peer
 ==================  ===================  =======  ==================================================
-mixtral_8e_top2     16384, 8, 2, 4096    97.0 us  139 us, 0.70, 3.45x / 3.89x
-deepseek_256e_top8  8192, 256, 8, 7168   256 us   355 us, 0.72, 2.66x / 2.94x
-skewed_128e_top8    32768, 128, 8, 2048  295 us   428 us, 0.69, 2.94x / 3.03x
+mixtral_8e_top2     16384, 8, 2, 4096    97.0 us  139 us, 0.70, 3.11x eager
+deepseek_256e_top8  8192, 256, 8, 7168   256 us   355 us, 0.72, 2.57x eager
+skewed_128e_top8    32768, 128, 8, 2048  295 us   426 us, 0.69, 2.77x eager
 ==================  ===================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

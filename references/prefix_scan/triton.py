@@ -33,11 +33,11 @@ the fp32 workloads use <= 0.004 of the tolerance (torch.cumsum: 0.024 on vocab_r
 Roofline floors on H200 (bytes = 2*B*N*elt at the measured copy bandwidth):
 
 ===============  =============  =========  ==================================================
-workload         B x N          HBM floor  H200: time, fraction of floor, x eager / x compile
+workload         B x N          HBM floor  H200: time, fraction of floor, x best peer
 ===============  =============  =========  ==================================================
-giant_1d_int32   1 x 268435456  515 us     630 us, 0.81, 1.34x / 3.64x
-vocab_rows_fp32  512 x 131072   129 us     149 us, 0.86, 3.37x / 1.45x
-short_rows_fp32  262144 x 256   129 us     130 us, 0.98, 11.38x / 1.01x
+giant_1d_int32   1 x 268435456  515 us     628 us, 0.82, 1.35x eager
+vocab_rows_fp32  512 x 131072   129 us     148 us, 0.87, 1.46x compile
+short_rows_fp32  262144 x 256   129 us     130 us, 0.99, 1.01x compile
 ===============  =============  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -37,11 +37,11 @@ eager baseline alike, and the kernel's fp8 errors reach 0.9999 of the tolerance 
 Roofline floors on H200 (bytes = M*N*2 + M*N + 4*M*(N/G) at the measured copy bandwidth):
 
 =============  ===================  =========  ==================================================
-workload       M x N, G             HBM floor  H200: time, fraction of floor, x eager / x compile
+workload       M x N, G             HBM floor  H200: time, fraction of floor, x best peer
 =============  ===================  =========  ==================================================
-per_token_fp8  16384 x 8192, 8192   96.6 us    115 us, 0.84, 14.04x / 1.19x
-group128_fp8   16384 x 7168, 128    85.4 us    99.6 us, 0.86, 15.40x / 1.18x
-wide_row_int8  4096 x 53248, 53248  157 us     222 us, 0.71, 14.66x / 1.23x
+per_token_fp8  16384 x 8192, 8192   96.6 us    116 us, 0.84, 1.28x compile
+group128_fp8   16384 x 7168, 128    85.4 us    99.8 us, 0.86, 1.16x compile
+wide_row_int8  4096 x 53248, 53248  157 us     224 us, 0.70, 1.22x compile
 =============  ===================  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

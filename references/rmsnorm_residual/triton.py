@@ -27,11 +27,11 @@ them: its pass 1 must leave residual_out in L2 for pass 2 and nothing else.
 Roofline floors on H200 (bytes = 4*M*N*elt + N*elt at the measured copy bandwidth):
 
 =============  =================  =======  ==================================================
-workload       shape / dtype      floor    H200: time, fraction of floor, x eager / x compile
+workload       shape / dtype      floor    H200: time, fraction of floor, x best peer
 =============  =================  =======  ==================================================
-prefill_8k     16384 x 8192 bf16  258 us   266 us, 0.96, 7.15x / 0.97x
-wide_rows_16k  2048 x 16384 bf16  64.4 us  71.8 us, 0.89, 6.99x / 0.96x
-fp16_outliers  8192 x 8192 fp16   129 us   137 us, 0.93, 7.04x / 0.96x
+prefill_8k     16384 x 8192 bf16  258 us   265 us, 0.97, 0.97x compile
+wide_rows_16k  2048 x 16384 bf16  64.4 us  71.5 us, 0.89, 0.97x compile
+fp16_outliers  8192 x 8192 fp16   129 us   135 us, 0.94, 0.96x compile
 =============  =================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -21,11 +21,11 @@ stores); cos/sin rows are kept (evict_last), since batched decode repeats positi
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
 ==================  ===========  ======  ==================================================
-workload            bytes        floor   H200: time, fraction of floor, x eager / x compile
+workload            bytes        floor   H200: time, fraction of floor, x best peer
 ==================  ===========  ======  ==================================================
-llama_prefill_neox  688,128,000  165 us  190 us, 0.87, 16.37x / 1.46x
-interleaved_gptj    612,499,456  147 us  166 us, 0.89, 21.39x / 2.79x
-mla_rope_d64        545,390,592  131 us  143 us, 0.91, 22.19x / 2.90x
+llama_prefill_neox  688,128,000  165 us  191 us, 0.87, 1.22x liger
+interleaved_gptj    612,499,456  147 us  167 us, 0.88, 2.80x compile
+mla_rope_d64        545,390,592  131 us  144 us, 0.91, 2.91x compile
 ==================  ===========  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

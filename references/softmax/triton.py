@@ -23,12 +23,12 @@ row, accumulates in fp32 and casts at the store. Row offsets are int64.
 Roofline floors on H200 (bytes = 2*M*N*elt at the measured copy bandwidth):
 
 ===============  ==================  =======  ==================================================
-workload         shape / dtype       floor    H200: time, fraction of floor, x eager / x compile
+workload         shape / dtype       floor    H200: time, fraction of floor, x best peer
 ===============  ==================  =======  ==================================================
-rows_4k          16384 x 4096 bf16   64.4 us  72.6 us, 0.88, 2.93x / 2.24x
-short_rows_fp32  262144 x 256 fp32   129 us   130 us, 0.98, 1.01x / 1.00x
-vocab_rows       1024 x 128256 bf16  126 us   204 us, 0.61, 1.45x / 1.50x
-few_huge_rows    16 x 2097152 bf16   32.2 us  60.3 us, 0.53, 9.28x / 1.45x
+rows_4k          16384 x 4096 bf16   64.4 us  72.0 us, 0.89, 0.97x liger
+short_rows_fp32  262144 x 256 fp32   129 us   130 us, 0.99, 1.01x eager
+vocab_rows       1024 x 128256 bf16  126 us   202 us, 0.62, 1.46x eager
+few_huge_rows    16 x 2097152 bf16   32.2 us  60.1 us, 0.53, 1.44x compile
 ===============  ==================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -40,12 +40,12 @@ separate bins; accumulation in registers with a scan (fp64, see 2.), one store p
 Roofline floors on H200 (bytes = 8*nnz + 4*(M+1) + 4*M + 4*N at the measured copy bandwidth):
 
 ==================  ===================================  ======  ==================================================
-workload            M / nnz / pattern                    floor   H200: time, fraction of floor, x eager / x compile
+workload            M / nnz / pattern                    floor   H200: time, fraction of floor, x best peer
 ==================  ===================================  ======  ==================================================
-uniform_32_per_row  4.19M rows, 134M nnz, 32 per row     270 us  1.01 ms, 0.27, 0.99x / 0.98x
-power_law_rows      4.19M rows, 134M nnz, power law      270 us  994 us, 0.27, 0.98x / 0.98x
-stencil_27pt        8.39M rows, 224M nnz, 27-pt stencil  454 us  815 us, 0.56, 0.79x / 0.79x
-low_degree_graph    16.8M rows, 67M nnz, 4 per row       177 us  1.15 ms, 0.15, 1.01x / 1.01x
+uniform_32_per_row  4.19M rows, 134M nnz, 32 per row     270 us  1.02 ms, 0.27, 0.97x compile
+power_law_rows      4.19M rows, 134M nnz, power law      270 us  1.01 ms, 0.27, 0.96x eager
+stencil_27pt        8.39M rows, 224M nnz, 27-pt stencil  454 us  1.11 ms, 0.41, 0.58x compile
+low_degree_graph    16.8M rows, 67M nnz, 4 per row       177 us  1.09 ms, 0.16, 0.99x eager
 ==================  ===================================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

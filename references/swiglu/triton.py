@@ -20,11 +20,11 @@ swept (benchmarks/data/runs/round7/tune_hints_ab.json).
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
 ================  =============  =======  ==================================================
-workload          bytes          floor    H200: time, fraction of floor, x eager / x compile
+workload          bytes          floor    H200: time, fraction of floor, x best peer
 ================  =============  =======  ==================================================
-prefill_14336     1,409,286,144  338 us   338 us, 0.99, 3.69x / 0.96x
-decode_wide_rows  20,447,232     4.91 us  10.6 us, 0.46, 2.64x / 1.09x
-moe_short_rows    603,979,776    145 us   149 us, 0.97, 3.63x / 0.97x
+prefill_14336     1,409,286,144  338 us   340 us, 0.99, 0.96x compile
+decode_wide_rows  20,447,232     4.91 us  10.4 us, 0.47, 0.93x compile
+moe_short_rows    603,979,776    145 us   150 us, 0.96, 0.96x compile
 ================  =============  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

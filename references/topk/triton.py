@@ -42,12 +42,12 @@ keys at 8 warps compiled to 205 registers for sm_90a and ran 1.3-1.6x slower on 
 Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at the measured copy bandwidth):
 
 ======================  =========================  =======  ==================================================
-workload                B x V, k, dtype            floor    H200: time, fraction of floor, x eager / x compile
+workload                B x V, k, dtype            floor    H200: time, fraction of floor, x best peer
 ======================  =========================  =======  ==================================================
-sampling_k50            256 x 128256, 50, fp32     31.6 us  352 us, 0.09, 1.36x / 1.35x
-sparse_attention_k2048  1024 x 131072, 2048, fp32  135 us   1.40 ms, 0.09, 1.18x / 1.18x
-moe_router_k8           32768 x 256, 8, fp32       8.81 us  90.9 us, 0.10, 4.51x / 6.13x
-bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  445 us, 0.04, 0.76x / 0.76x
+sampling_k50            256 x 128256, 50, fp32     31.6 us  354 us, 0.09, 1.35x compile
+sparse_attention_k2048  1024 x 131072, 2048, fp32  135 us   1.42 ms, 0.09, 1.18x compile
+moe_router_k8           32768 x 256, 8, fp32       8.81 us  92.0 us, 0.10, 4.44x eager
+bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  448 us, 0.04, 0.75x compile
 ======================  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -26,11 +26,11 @@ but the accesses carry no eviction hints: evict_first / .cs cost 3-5% on every s
 Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 
 ================  =============  ======  ==================================================
-workload          bytes          floor   H200: time, fraction of floor, x eager / x compile
+workload          bytes          floor   H200: time, fraction of floor, x best peer
 ================  =============  ======  ==================================================
-square_bf16       1,073,741,824  258 us  290 us, 0.88, 5.75x / 1.09x
-rect_fp32         1,073,741,824  258 us  272 us, 0.94, 3.71x / 0.99x
-tall_skinny_bf16  1,073,741,824  258 us  265 us, 0.97, 7.96x / 1.01x
+square_bf16       1,073,741,824  258 us  290 us, 0.88, 1.11x compile
+rect_fp32         1,073,741,824  258 us  270 us, 0.95, 1.06x compile
+tall_skinny_bf16  1,073,741,824  258 us  263 us, 0.97, 1.01x compile
 ================  =============  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

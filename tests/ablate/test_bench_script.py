@@ -120,15 +120,16 @@ def test_a_reference_whose_original_failed_is_run_again(tmp_path: Path) -> None:
 
 
 def test_a_reference_edited_since_its_records_is_run_again(tmp_path: Path) -> None:
-    """Records measured on another version of the reference's source (their kernel_sha256) do not count as done:
-    the rerun ablates the edited reference again, and its new records replace the stale ones."""
+    """Records measured on other code of the reference (their code_sha256) do not count as done: the rerun
+    ablates the reference again, and its new records replace the stale ones."""
     argv = ["--tasks", "softmax", "--properties", "exp2-fold", "--rounds", "2",
             "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "x.json")]
     bench.run(bench.parse(argv), evaluate=FakeGPU(), gpu="FakeGPU")
     fake = FakeGPU()
     bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
-    assert not fake.calls, "unchanged source: resumed"
+    assert not fake.calls, "unchanged code: resumed"
     (rec,) = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
-    (tmp_path / "a.jsonl").write_text(json.dumps({**rec, "kernel_sha256": "0" * 64}) + "\n")
+    assert rec["code_sha256"] and rec["kernel_sha256"]
+    (tmp_path / "a.jsonl").write_text(json.dumps({**rec, "code_sha256": "0" * 64}) + "\n")
     again = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
-    assert fake.calls and [r["kernel_sha256"] for r in again["records"]] == [rec["kernel_sha256"]]
+    assert fake.calls and [r["code_sha256"] for r in again["records"]] == [rec["code_sha256"]]

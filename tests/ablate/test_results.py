@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from d2kgrade.ablate.results import ABLATIONS_FILE, AblationRecord, WorkloadAblation, append_record, load_run_ablations
+from d2kgrade.ablate.results import (ABLATIONS_FILE, AblationRecord, WorkloadAblation, append_record, code_sha256,
+                                     load_run_ablations)
 from d2kgrade.errors import UserError
 
 
@@ -56,3 +57,13 @@ def test_appending_after_a_cut_line_drops_the_fragment(tmp_path: Path) -> None:
     path.write_text('{"task": "sof')  # only a fragment
     append_record(path, _rec())
     assert [r.episode for r in load_run_ablations(tmp_path)] == ["reference:softmax"]
+
+
+def test_the_code_hash_ignores_prose_but_not_code() -> None:
+    src = '"""Module doc."""\nX = 1  # a constant\n\n\ndef f(a):\n    """Doc."""\n    return a + X\n'
+    prose = '"""Another doc,\nlonger."""\nX = 1\n\n\n\ndef f(a):\n    # why\n    return a + X\n'
+    assert code_sha256(src) == code_sha256(prose)
+    assert code_sha256(src) != code_sha256(src.replace("X = 1", "X = 2"))
+    assert code_sha256(src) != code_sha256(src.replace("a + X", "X + a"))
+    cuda = "__global__ void k() { /* a */ }\n"
+    assert code_sha256(cuda) != code_sha256(cuda.replace("a", "b")), "not Python: the text itself"

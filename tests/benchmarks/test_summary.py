@@ -97,6 +97,25 @@ def test_only_timed_references_count_as_ablated_and_the_rest_is_named(tmp_path: 
     assert [x["property"] for x in s["ablation"]["tasks"]["a"]] == ["a.L3.z", "a.L2.y", "a.L3.x"]
     assert s["ablation"]["by_status"] == {"load_bearing": 2, "no_transform": 1, "not_load_bearing": 1, "untimed": 1}
     assert "ablation_tasks: 1 of 3 references timed" in s["missing"]
+    assert s["ablation"]["stale"] == []
+
+
+def test_records_of_other_code_are_named_stale(tmp_path: Path) -> None:
+    """A reference whose records name another code hash than its current source's (a docstring edit keeps the
+    hash) is named under ``ablation.stale`` and in ``missing``."""
+    from d2kgrade.ablate.results import code_sha256
+
+    old, new = "X = 1\n", '"""Doc."""\nX = 2\n'
+    for t, src in (("a", old), ("b", '"""Edited prose."""\n' + old)):
+        (tmp_path / "references" / t).mkdir(parents=True)
+        (tmp_path / "references" / t / "triton.py").write_text(src if t == "b" else new)
+    data = tmp_path / "benchmarks" / "data"
+    data.mkdir(parents=True)
+    recs = [{**_rec(t, "L2.y", "load_bearing", 1.2), "code_sha256": code_sha256(old)} for t in ("a", "b")]
+    (data / "ablation_h200.json").write_text(json.dumps({"gpu": "GPU", "records": recs}))
+    s = summary.summarize(tmp_path / "benchmarks")
+    assert s["ablation"]["stale"] == ["a"]
+    assert any(m.startswith("ablation of the current source of a ") for m in s["missing"])
 
 
 def _cand_run(kernel: float, cands: list[tuple[str, str, float | None, bool]], status: str = "passed") -> dict:

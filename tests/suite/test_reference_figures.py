@@ -17,11 +17,21 @@ def test_time_format():
 
 def test_a_changed_figure_is_reported(tmp_path, monkeypatch):
     path = tmp_path / "triton.py"
-    path.write_text(f'"""\n{figures.HEADER}\nw1   1 GB  2 us  362 us, 0.93, 3.38x / 0.90x\n"""\n')
+    path.write_text(f'"""\n{figures.HEADER}\nw1   1 GB  2 us  362 us, 0.93, 3.38x compile\n"""\n')
     monkeypatch.setattr(figures, "ROOT", tmp_path)
-    row = {"status": "passed", "median_ms": 0.338, "roofline_fraction": 0.99, "speedup_eager": 3.69,
-           "speedup_compiled": 0.96}
+    row = {"status": "passed", "median_ms": 0.338, "roofline_fraction": 0.99, "speedup": 0.96, "best": "sdpa_cudnn"}
     text, changes = figures.sync(path, {"w1": row})
-    assert changes == ["triton.py: w1: 362 us, 0.93, 3.38x / 0.90x -> 338 us, 0.99, 3.69x / 0.96x"]
-    assert "338 us, 0.99, 3.69x / 0.96x" in text
+    assert changes == ["triton.py: w1: 362 us, 0.93, 3.38x compile -> 338 us, 0.99, 0.96x sdpa_cudnn"]
+    assert "338 us, 0.99, 0.96x sdpa_cudnn" in text
     assert figures.sync(path, {"w1": {**row, "status": "incorrect"}})[1] == []
+    assert figures.sync(path, {"w1": {**row, "speedup": None, "best": None}})[1] == []
+
+
+def test_an_eager_and_compile_table_is_rewritten_to_the_best_peer(tmp_path, monkeypatch):
+    path = tmp_path / "triton.py"
+    path.write_text(f'"""\n{figures.OLD_HEADER}\nw1   1 GB  2 us  362 us, 0.93, 3.38x / 0.90x\n"""\n')
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    row = {"status": "passed", "median_ms": 0.362, "roofline_fraction": 0.93, "speedup": 0.9, "best": "compile"}
+    text, changes = figures.sync(path, {"w1": row})
+    assert figures.HEADER in text and figures.OLD_HEADER not in text
+    assert "362 us, 0.93, 0.90x compile" in text and len(changes) == 2
