@@ -210,9 +210,40 @@ def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
                     "candidates": {n: round(timed[n], 4) if n in timed else c["status"] for n, c in cands.items()},
                     "not_timed": {n: c["reason"] for n, c in cands.items() if n not in timed},
                     "excluded": left_out,
+                    "by_dist": _by_dist(ws),
                     "source": f"{_rel(path)} ({len(ws)} evaluation{'s' * (len(ws) > 1)}; every candidate"
                               + (f" but {', '.join(left_out)})" if left_out else ")")}
     return rows
+
+
+def _by_dist(ws: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The kernel's median per input distribution over a workload's evaluations (the median of each evaluation's
+    ``by_dist`` median) and its samples; empty when the evaluations did not record them."""
+    per: dict[str, list[tuple[float, int]]] = {}
+    for w in ws:
+        for dist, t in (w.get("by_dist") or {}).items():
+            if t.get("median_ms"):
+                per.setdefault(dist, []).append((t["median_ms"], t.get("reps") or 0))
+    return {d: {"median_ms": round(statistics.median(m for m, _ in v), 5), "reps": sum(n for _, n in v)}
+            for d, v in per.items()}
+
+
+DIST_SENSITIVE = 1.5
+"""A workload whose slowest input distribution's median is this many times its fastest's is listed in
+``dist_sensitive``: its pooled median depends on how the timed sets mix the distributions."""
+
+
+def dist_sensitive(rows: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per workload over :data:`DIST_SENSITIVE`: the pooled median, each distribution's median and samples, the
+    ratio, and the source."""
+    out = {}
+    for (task, name), r in sorted(rows.items()):
+        by = r.get("by_dist") or {}
+        times = [v["median_ms"] for v in by.values()]
+        if len(times) > 1 and max(times) >= DIST_SENSITIVE * min(times):
+            out[f"{task}:{name}"] = {"median_ms": r["median_ms"], "by_dist": by,
+                                     "ratio": round(max(times) / min(times), 2), "source": r["source"]}
+    return out
 
 
 TIMED = ("load_bearing", "not_load_bearing")
@@ -323,6 +354,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         "baselines_not_timed": {"excluded": sorted({x for r in rows.values() for x in r.get("excluded", [])}),
                                 "candidates": not_timed,
                                 "tasks_eager_and_compile_only": partial},
+        "dist_sensitive": dist_sensitive(rows),
         **ablation_summary(ablation, root),
         "full_run_s": full.get("total_wall_s"),
         "full_run_source": "references_h200.json (the evaluator before the split; the split's full run is not "

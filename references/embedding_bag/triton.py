@@ -39,8 +39,8 @@ skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050    101 us  917 us, 0.1
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Every workload beats the best baseline.
 skewed_bags_zipf's floor charges only the distinct rows, as if every repeat were free.
 Investigation notes: references/embedding_bag/NOTES.md.

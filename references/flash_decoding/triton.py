@@ -53,8 +53,8 @@ mha_b4_16k   4, 32, 32, 16384, 128  258 us     251 us, 1.03, 0.99x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Against the best baseline (SDPA, eager or compiled): b64_4k_gqa8 1.01x; b1_64k 0.99x (79.5 vs 79.0 us), b16_16k
 0.99x (253 vs 250 us) and mha_b4_16k 0.99x (252 vs 250 us), all within 1.2% and at or above the copy floor
 (1.01x) except b1_64k (0.80: 256 programs, under two per SM, and 32 splits to merge).

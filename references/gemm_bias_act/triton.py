@@ -49,8 +49,8 @@ decode_batch_256        256 x 16384 x 4096   45.6 us        73.6 us, 0.62, 0.73x
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Below the best baseline: small_k_epilogue_heavy (0.97x of torch.compile's 435 us), decode_batch_256 (0.91x of
 torch.compile's 53.9 us).
 

@@ -53,8 +53,8 @@ wgrad_long_k     256 x 4096 x 65536  182 us (MMA)   284 us, 0.62, 0.68x cublas
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Against the best baseline (cuBLAS through A @ B.T): decode_m16_down 1.01x; decode_m1 0.92x (48.5 vs 44.5 us: the
 CUDA-core GEMV streams B at 2.8 TB/s where cuBLAS reaches 3.0, and no BN/BK/split swept closed it),
 batch64_square 0.95x (49.1 vs 46.6 us), wgrad_long_k 0.69x (289 vs 200 us). At M = 256 the split-K tiles reach

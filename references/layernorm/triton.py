@@ -40,8 +40,8 @@ large_offset_fp32  537,034,752  129 us  132 us, 0.97, 0.99x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Below the best baseline (torch.compile): llama_hidden_8k (0.97x of 153 us) and large_offset_fp32 (0.99x of 132 us,
 within the run-to-run spread); many_short_rows ties it (1.00x).
 """

@@ -41,8 +41,8 @@ wide_few_rows    201,506,816  48.4 us  115 us, 0.42, 1.09x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Below the best baseline: many_rows_n1024 0.996x of torch.compile's 263 us (within 1%). wide_few_rows beats it
 (1.08x; 0.88x at 2 rows per step), with its partial buffer (above) adding ~17% to the floor's bytes.
 llama_8k is held by a latency-bound row loop (one 16-warp program per SM, no load of the next row before the

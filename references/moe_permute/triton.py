@@ -37,8 +37,8 @@ skewed_128e_top8    32768, 128, 8, 2048  295 us   426 us, 0.69, 2.77x eager
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-These rows come from a rerun of this task after the scatter fix (same machine type, same session; ``reruns``
-in the JSON; NOTES.md).
+The last column is benchmarks/summary.py's row for the workload (the newest evaluation against every baseline candidate;
+the scatter fix's history is in NOTES.md).
 The calls stream at 2.87-2.90 TB/s; the gap to the floor is the three-launch chain and a likely DRAM-side limit of
 the write-heavy scatter (NOTES.md).
 Investigation notes: references/moe_permute/NOTES.md.

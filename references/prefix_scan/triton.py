@@ -42,8 +42,8 @@ short_rows_fp32  262144 x 256   129 us     130 us, 0.99, 1.01x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.84x with the persistent tile grid
 and 8192-element tiles).
 Investigation notes: references/prefix_scan/NOTES.md.

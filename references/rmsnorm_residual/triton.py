@@ -36,8 +36,8 @@ fp16_outliers  8192 x 8192 fp16   129 us   135 us, 0.94, 0.96x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Below the best baseline (torch.compile) on every workload, by 3.5-4%: prefill_8k (0.97x of 257 us), wide_rows_16k
 (0.96x of 69.0 us), fp16_outliers (0.96x of 132 us).
 Investigation notes: references/rmsnorm_residual/NOTES.md.

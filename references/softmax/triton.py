@@ -33,8 +33,8 @@ few_huge_rows    16 x 2097152 bf16   32.2 us  60.1 us, 0.53, 1.44x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.92x with the persistent tile grid).
 few_huge_rows re-reads 64 MB, about the L2 size.
 """

@@ -29,8 +29,8 @@ moe_short_rows    603,979,776    145 us   150 us, 0.96, 0.96x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Below the best baseline (torch.compile): prefill_14336 (0.96x of 324 us) and moe_short_rows (0.97x of 144 us).
 Both run at 0.97-0.99 of the copy floor while the compiled kernel exceeds it (1.04): with two reads per write
 the DRAM traffic is not a copy's, and no tile, warp count or hint setting swept here closed the last 3-4%.

@@ -52,12 +52,13 @@ bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  448 us, 0.04, 0.75x 
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.22 TB/s, bf16 772 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Against the best baseline: sampling_k50 1.36x and sparse_attention_k2048 1.18x of torch.topk (0.72x and 0.56x with the
 capped persistent grid); bf16_ties_k256 0.76x of eager torch.topk's 338 us. Its 256000-key rows hold so many equal bf16
 keys that the threshold bucket can overflow the candidate buffer, and the candidate passes then re-read whole rows; with
 all 128 rows in flight (no L2 cap) it was slower still (498 us). The time split between the passes was not measured.
+Timed draws other than the catalog's (negative, coarse_ties) run 3-5x slower: references/topk/NOTES.md.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ tall_skinny_bf16  1,073,741,824  258 us  263 us, 0.97, 1.01x compile
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-The last column comes from the round-7 rerun of this task (``reruns`` in the JSON); its fractions use the rates
-that run measured (copy 4.21 TB/s, bf16 791 TFLOP/s), so its floors are 1-5% below the column above.
+The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
+candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Against the best baseline (torch.compile): square_bf16 1.09x, tall_skinny_bf16 1.01x, and rect_fp32 0.99x (272 vs
 270 us, within 1%).
 Investigation notes: references/transpose/NOTES.md.

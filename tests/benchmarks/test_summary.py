@@ -153,6 +153,25 @@ def test_every_candidate_counts_only_where_it_was_correct_in_every_evaluation(tm
     assert f["status"] == "incorrect" and f["median_ms"] is None and f["speedup_best"] is None
 
 
+def test_a_workload_whose_distributions_differ_is_named_dist_sensitive(tmp_path: Path) -> None:
+    """Per distribution, the median over evaluations of each evaluation's by_dist median, and the samples summed;
+    only a workload whose slowest distribution's median is 1.5x its fastest's is listed."""
+    runs = [_cand_run(1.0, [("eager", "ok", 2.0, True)]) for _ in range(3)]
+    for run, (fast, slow) in zip(runs, [(1.0, 5.0), (1.1, 5.5), (0.9, 4.0)], strict=True):
+        run["workloads"][0]["by_dist"] = {"normal": {"median_ms": fast, "reps": 10},
+                                          "negative": {"median_ms": slow, "reps": 5}}
+    even = _cand_run(1.0, [("eager", "ok", 2.0, True)])
+    even["workloads"][0]["by_dist"] = {"normal": {"median_ms": 1.0, "reps": 10},
+                                       "negative": {"median_ms": 1.4, "reps": 5}}
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"command": "bench_round.py", "tasks": {"t": runs, "u": [even]}}))
+    rows = summary.candidate_rows([a])
+    assert rows[("t", "w")]["by_dist"] == {"normal": {"median_ms": 1.0, "reps": 30},
+                                           "negative": {"median_ms": 5.0, "reps": 15}}
+    flagged = summary.dist_sensitive(rows)
+    assert list(flagged) == ["t:w"] and flagged["t:w"]["ratio"] == 5.0
+
+
 def test_the_committed_rows_name_every_candidate_they_lack() -> None:
     """Round 17 measured every candidate but compile max-autotune on 15 more tasks; what was not timed is named."""
     s = summary.summarize()
