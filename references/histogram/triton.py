@@ -36,7 +36,7 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/data/references_h200.json, 2026-11-30).
 uniform_256 and hot_bin_256 are bound by instructions (the ballot histogram), vocab_bins by global atomics in L2.
 Times: round 18 (benchmarks/data/runs/round18/references_candidates.json); vocab_bins' timing rotation mixes its
-catalog keys (0.786 ms) with the hot_tail_runs draw (0.647 ms), on which one atomic per key took 12.87 ms and
+catalog keys (0.786 ms) with the hot_tail_runs draw (0.647 ms), on which one atomic per key took 12.78 ms and
 torch.bincount 13.1 ms. Launch constants: round 18's sweep over both draws (runs/round18/tune_h200.json; NOTES.md).
 Investigation notes: references/histogram/NOTES.md.
 """
