@@ -269,8 +269,9 @@ def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, A
         return {"ablation_tasks": [], "ablation": None}
     per: dict[str, list[dict[str, Any]]] = {}
     counts: dict[str, int] = {}
+    now = {t: _code_sha(root.parent, t) for t in {r["task"] for r in ablation.get("records", [])}}
     stale = sorted({r["task"] for r in ablation.get("records", [])
-                    if r.get("code_sha256") and r["code_sha256"] != _code_sha(root.parent, r["task"])})
+                    if r.get("code_sha256") and r["code_sha256"] != now[r["task"]]})
     for r in ablation.get("records", []):
         counts[r["status"]] = counts.get(r["status"], 0) + 1
         if r["status"] in TIMED and r.get("slowdown") is not None:
