@@ -25,8 +25,10 @@
 # histogram's ablation spent ABLATE_BUDGET_S in its warm phase (195 s):
 #   STEPS="tune references ablation_fast gpu_tests" TUNE_APPLY=1 REFERENCES_TASKS="histogram topk selective_scan"
 #   REFERENCES_EXCLUDE=compile_max_autotune ABLATE_TASKS="histogram paged_attention_decode"
-# Next: STEPS="ablation_fast gpu_tests" ABLATE_TASKS=histogram ABLATE_BUDGET_S=600 (histogram's ablation on its
-#   current source; the GPU tests with time_by_dist), then compile max-autotune where compile is the best peer.
+# (the timed process got the 0 s left and ablated nothing; the first reference due now always runs).
+# Next: STEPS="ablation_fast gpu_tests" ABLATE_TASKS=histogram ABLATE_STEP_TIMEOUT_S=60 (histogram's ablation on its
+#   current code, its hanging strategy-by-bins variant cut at 60 s; the GPU tests with time_by_dist), then compile
+#   max-autotune where compile is the best peer.
 # Round 17 (2026-12-03, runs/round17): paged_attention_decode's ablation (skipped: round 16's untimed records counted
 # as done in the resume file; fixed), every candidate but compile max-autotune on 15 references (422 s), and, on a
 # second machine after the first was given back between two calls, the GPU tests (15 of 15, 183 s):

@@ -133,3 +133,20 @@ def test_a_reference_edited_since_its_records_is_run_again(tmp_path: Path) -> No
     (tmp_path / "a.jsonl").write_text(json.dumps({**rec, "code_sha256": "0" * 64}) + "\n")
     again = bench.run(bench.parse(argv), evaluate=fake, gpu="FakeGPU")
     assert fake.calls and [r["code_sha256"] for r in again["records"]] == [rec["code_sha256"]]
+
+
+def test_a_spent_budget_still_ablates_the_first_reference_due(tmp_path: Path) -> None:
+    """Round 18's warm phase spent the whole --budget-s, and the timed process, handed what was left (0 s), ablated
+    nothing, so a rerun could never get further. The budget stops between references: the first one due runs."""
+    fake, t = FakeGPU(), [0.0]
+
+    def clock() -> float:  # every reading a second later: start-up takes time too
+        t[0] += 1.0
+        return t[0]
+
+    base = ["--tasks", "softmax", "swiglu", "--properties", "exp2-fold", "sigmoid-exp2", "--rounds", "2",
+            "--jsonl", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "ablation.json"), "--budget-s", "0"]
+    first = bench.run(bench.parse(base), evaluate=fake, gpu="FakeGPU", clock=clock)
+    assert not first["complete"] and first["tasks"] == ["softmax"]
+    second = bench.run(bench.parse(base), evaluate=fake, gpu="FakeGPU", clock=clock)
+    assert second["complete"] and second["tasks"] == ["softmax", "swiglu"]
