@@ -43,7 +43,7 @@ def sync(path: Path, rows: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
     text = path.read_text()
     changes = []
     if OLD_HEADER in text:
-        text = text.replace(OLD_HEADER, HEADER.ljust(len(OLD_HEADER)).rstrip())
+        text = text.replace(OLD_HEADER, HEADER)
         changes.append(f"{path.relative_to(ROOT)}: header -> {HEADER!r}")
     if HEADER not in text:
         return text, [f"{path.relative_to(ROOT)}: no '{HEADER}' table"]

@@ -249,16 +249,17 @@ def dist_sensitive(rows: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dic
 TIMED = ("load_bearing", "not_load_bearing")
 
 
-def _code_sha(repo: Path, task: str) -> str | None:
-    """The code hash (docstrings and comments aside) of a reference's current source, as an ablation record's
+def _code_shas(repo: Path, tasks: set[str]) -> dict[str, str | None]:
+    """The code hash (docstrings and comments aside) of each reference's current source, as an ablation record's
     ``code_sha256`` names the source it measured."""
     import sys
 
-    sys.path.insert(0, str(repo))
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))
     from d2kgrade.ablate.results import code_sha256
 
-    path = repo / "references" / task / "triton.py"
-    return code_sha256(path.read_text(encoding="utf-8")) if path.is_file() else None
+    paths = {t: repo / "references" / t / "triton.py" for t in tasks}
+    return {t: code_sha256(p.read_text(encoding="utf-8")) if p.is_file() else None for t, p in paths.items()}
 
 
 def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, Any]:
@@ -269,7 +270,7 @@ def ablation_summary(ablation: dict[str, Any] | None, root: Path) -> dict[str, A
         return {"ablation_tasks": [], "ablation": None}
     per: dict[str, list[dict[str, Any]]] = {}
     counts: dict[str, int] = {}
-    now = {t: _code_sha(root.parent, t) for t in {r["task"] for r in ablation.get("records", [])}}
+    now = _code_shas(root.parent, {r["task"] for r in ablation.get("records", [])})
     stale = sorted({r["task"] for r in ablation.get("records", [])
                     if r.get("code_sha256") and r["code_sha256"] != now[r["task"]]})
     for r in ablation.get("records", []):

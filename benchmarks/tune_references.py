@@ -316,7 +316,8 @@ def apply_histogram(picks: dict[str, dict[str, Any]], path: Path) -> list[str]:
             if int(m.group(2)) != pick[key]:
                 changes.append(f"{name} {m.group(2)} -> {pick[key]}")
                 src = pat.sub(rf"\g<1>{pick[key]}", src, count=1)
-    path.write_text(src, encoding="utf-8")
+    if changes:
+        path.write_text(src, encoding="utf-8")
     return changes
 
 

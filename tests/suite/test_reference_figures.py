@@ -15,10 +15,16 @@ def test_time_format():
         "11.2 us", "36.0 us", "362 us", "1.00 ms", "2.94 ms", "17.0 ms"]
 
 
-def test_a_changed_figure_is_reported(tmp_path, monkeypatch):
+def _doc(tmp_path, monkeypatch, header: str, line: str):
+    """A reference file whose docstring holds one table row under ``header``, with ROOT pointed at it."""
     path = tmp_path / "triton.py"
-    path.write_text(f'"""\n{figures.HEADER}\nw1   1 GB  2 us  362 us, 0.93, 3.38x compile\n"""\n')
+    path.write_text(f'"""\n{header}\n{line}\n"""\n')
     monkeypatch.setattr(figures, "ROOT", tmp_path)
+    return path
+
+
+def test_a_changed_figure_is_reported(tmp_path, monkeypatch):
+    path = _doc(tmp_path, monkeypatch, figures.HEADER, "w1   1 GB  2 us  362 us, 0.93, 3.38x compile")
     row = {"status": "passed", "median_ms": 0.338, "roofline_fraction": 0.99, "speedup": 0.96, "best": "sdpa_cudnn"}
     text, changes = figures.sync(path, {"w1": row})
     assert changes == ["triton.py: w1: 362 us, 0.93, 3.38x compile -> 338 us, 0.99, 0.96x sdpa_cudnn"]
@@ -28,9 +34,7 @@ def test_a_changed_figure_is_reported(tmp_path, monkeypatch):
 
 
 def test_an_eager_and_compile_table_is_rewritten_to_the_best_peer(tmp_path, monkeypatch):
-    path = tmp_path / "triton.py"
-    path.write_text(f'"""\n{figures.OLD_HEADER}\nw1   1 GB  2 us  362 us, 0.93, 3.38x / 0.90x\n"""\n')
-    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    path = _doc(tmp_path, monkeypatch, figures.OLD_HEADER, "w1   1 GB  2 us  362 us, 0.93, 3.38x / 0.90x")
     row = {"status": "passed", "median_ms": 0.362, "roofline_fraction": 0.93, "speedup": 0.9, "best": "compile"}
     text, changes = figures.sync(path, {"w1": row})
     assert figures.HEADER in text and figures.OLD_HEADER not in text
