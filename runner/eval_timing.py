@@ -6,7 +6,7 @@ handed to the host once per rotation, for all of its batches);
 the host copies each rep's outputs into evaluator-owned slots right after the call's end event, and the
 evaluator compares every one (the first output per input set with the reference in float64, the others bit for
 bit with it) before it writes the next sets. Long batches are cut into chunks of at most :data:`CHUNK_BYTES` of
-outputs, each with input sets drawn afresh.
+outputs, on the same input sets.
 
 **The evaluator's clock.** The events are the host's word. The evaluator times each batch itself, from sending
 the request to receiving the answer, and knows what a batch costs besides the kernel: before the submission is
@@ -45,8 +45,9 @@ PROBE_REPS = 3
 CHUNK_BYTES = 32 << 30
 CHUNK_SHARE = 0.3
 """Outputs one batch may stage on the GPU (the host keeps a copy of every rep's outputs until the batch ends): at
-most this, and this share of the free memory. Each further chunk draws new input sets and their references and
-pays a warm-up and a verify step (round 12: 8 GB cut cross_entropy's timing into batches of 3 reps)."""
+most this, and this share of the free memory. Each further chunk runs on the same input sets (still registered
+with the host) and pays a warm-up and a verify step (round 12: 8 GB cut cross_entropy's timing into batches of 3
+reps). The calibration's batches are held to the same limit (:func:`calibration_reps`)."""
 FETCH_BYTES = 32 << 30
 FETCH_SHARE = 0.3
 """GPU memory for the rows one verify step fetches into shared GPU buffers: at most this, and this share of the
@@ -70,6 +71,16 @@ UNTRUSTED_Z = 8.0
 coefficients (5 degrees of freedom): Student's t with 5 degrees of freedom exceeds 8 with probability 2.5e-4, so
 an honest 85-workload run is falsely rejected about 2% of the time even when the noise estimate is low by luck;
 a smaller factor would reject real kernels (see the module docstring)."""
+
+
+def calibration_reps(chunk: int) -> tuple[int, int]:
+    """The calibration's two batch lengths for a workload whose batches may stage ``chunk`` reps:
+    :data:`CALIBRATION_REPS`, the longer cut to ``chunk`` and the shorter to half of that (round 14's
+    gemma_vocab stages 4.8 GB a rep: 32 reps did not fit in the H200's memory, and the host failed every
+    calibration batch)."""
+    short, long = CALIBRATION_REPS
+    long = max(1, min(long, chunk))
+    return max(1, min(short, long // 2)), long
 
 
 def untrusted_margin(implied_ms: float, se_ms: float) -> float:
@@ -136,7 +147,8 @@ class Timer:
         self.cost: dict[str, float] = {}
         """The evaluator's own seconds per step, cumulative over the evaluation (sent with every calibration and
         timing message; the caller records the last as ``EvalResult.phase_detail``): where the calibration and
-        timing phases go, which the message gaps alone cannot say."""
+        timing phases go, which the message gaps alone cannot say. Three entries are counts, not seconds:
+        ``batches``, ``verify_steps`` and ``verify_rows_max`` (the most rows one verify step fetched)."""
 
     def _spend(self, step: str, seconds: float) -> None:
         self.cost[step] = self.cost.get(step, 0.0) + seconds
@@ -266,15 +278,23 @@ class Timer:
         rot = self.rotation(wl, spec, "calibration", "null")
         null = [[str(spec.dtypes[t.name]).replace("torch.", ""), list(spec.shapes[t.name])] for t in ev.task.outputs]
         rows, ys, verify = [], [], []
-        for reps, pad in [(r, p) for p in CALIBRATION_PADS for r in CALIBRATION_REPS] * 2:
-            _, wall, vms = self._run_batch(wl, spec, rot, reps, start=0, pad_ms=pad,
-                                           warmup_ms=float(self.t.get("warmup_ms", WARMUP_MS)), check=None, null=null)
+        failed = ""
+        for reps, pad in [(r, p) for p in CALIBRATION_PADS for r in calibration_reps(self._chunk_reps(spec))] * 2:
+            reply, wall, vms = self._run_batch(wl, spec, rot, reps, start=0, pad_ms=pad,
+                                               warmup_ms=float(self.t.get("warmup_ms", WARMUP_MS)), check=None,
+                                               null=null)
+            if not reply.ok:
+                failed = f"a calibration batch of {reps} reps failed: {reply.error.message}"[:300]
+                break
             rows.append([1.0, reps, reps * pad])
             ys.append(wall)
             verify.append(vms)
         with self._spent("buffers"):
             self.release_sets()
             self.release_fetch()
+        if failed:  # no fit from failed batches (the host is still clean): this workload is timed without the clock
+            ev.chan.send("calibration", workload=wl.name, failed=failed, cost=dict(self.cost))
+            return {}
         cal = fit_calibration(np.array(rows), np.array(ys))
         cal["verify_ms"] = max(verify)
         ev.chan.send("calibration", workload=wl.name, **cal, cost=dict(self.cost))
@@ -490,7 +510,8 @@ class Timer:
                 check: Any, null: bool, limit: float) -> float:
         """Checksums of every rep under a key drawn now, the first rep per input set and a secret sample in full
         (:mod:`runner.host_timing`); reps whose checksums differ from their set's first are fetched and checked in
-        full too. Returns the milliseconds of the first verify step (the clock's second part)."""
+        full too. Rows are fetched at most :meth:`_fetch_rows` per verify step, each later step's checksums
+        compared with the first's. Returns the milliseconds of the first verify step (the clock's second part)."""
         from runner.huge_inputs import fingerprint
         from runner.stats import derive_seed
 
@@ -505,10 +526,11 @@ class Timer:
         full = sorted({*first.values(), *sample})
         key = derive_seed(ev.seed, wl.name, "verify", batch_id)
         pending = [r for r in range(reps) if r not in full]
+        group = self._fetch_rows(spec)
+        head, later = full[:group], full[group:]
+        done = null or not (later or pending)
         t0 = time.perf_counter()
-        into = self._fetch_buffers(spec, len(full))
-        ver = ev.host.verify(batch_id, key, full, last=null or not pending, timeout_s=limit,
-                             into=[b.id for b in into] if into is not None else None)
+        ver, into = self._verify_step(spec, batch_id, key, head, done, limit)
         verify_ms = 1e3 * (time.perf_counter() - t0)
         self._spend("host_verify", verify_ms / 1e3)
         if len(ver.digests) != reps or any(len(d) != nout for d in ver.digests):
@@ -520,42 +542,61 @@ class Timer:
         if null:
             return verify_ms
 
-        rows = {r: j for j, r in enumerate(full)}
+        def check_rows(fetched_rows: list[int], into: list[Any] | None) -> None:
+            at = {r: j for j, r in enumerate(fetched_rows)}
+            with self._spent("check"):
+                for r in fetched_rows:
+                    # Private copies, made after the host's reply: what is checked, whatever the host writes later.
+                    copies = tuple(o.tensor[at[r]].clone() for o in into) if into is not None else \
+                        tuple(o.tensor[r].to(ev.device, copy=True) for o in outs)
+                    mine = [int(fingerprint(c, key + j)) for j, c in enumerate(copies)]
+                    if mine != ver.digests[r]:
+                        ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksum of timed call {r} does "
+                                 "not match the output it copied out", wl.name)
+                        raise Stop
+                    check(content_of[r], copies)
 
-        def fetched(r: int) -> tuple[Any, ...]:
-            # Private copies, made after the host's reply: what is checked, whatever the host writes later.
-            copies = tuple(o.tensor[rows[r]].clone() for o in into) if into is not None else \
-                tuple(o.tensor[r].to(ev.device, copy=True) for o in outs)
-            mine = [int(fingerprint(c, key + j)) for j, c in enumerate(copies)]
-            if mine != ver.digests[r]:
-                ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksum of timed call {r} does not "
-                         "match the output it copied out", wl.name)
-                raise Stop
-            return copies
-
-        with self._spent("check"):
-            for r in full:
-                check(content_of[r], fetched(r))
+        check_rows(head, into)
         # The others must be bit-identical to their set's first output (checked in full above); those that are not
         # (a nondeterministic kernel, or one that changes its answers) are fetched and checked in full.
         differ = [r for r in pending if ver.digests[r] != ver.digests[first[content_of[r]]]]
-        if pending:
+        more = later + differ
+        steps = [more[i:i + group] for i in range(0, len(more), group)] or ([] if done else [[]])
+        for n, rows in enumerate(steps):
             with self._spent("host_verify"):
-                into = self._fetch_buffers(spec, len(differ))
-                rows = {r: j for j, r in enumerate(differ)}
-                again = ev.host.verify(batch_id, key, differ, last=True, timeout_s=limit,
-                                       into=[b.id for b in into] if into is not None else None)
+                again, into = self._verify_step(spec, batch_id, key, rows, n == len(steps) - 1, limit)
             if again.digests != ver.digests:
                 ev._flag("protocol.malformed", f"{wl.name}: the kernel host's checksums changed between two "
                          "verify steps of one batch", wl.name)
                 raise Stop
-            with self._spent("check"):
-                for r in differ:
-                    check(content_of[r], fetched(r))
+            check_rows(rows, into)
         check.calls += len(pending) - len(differ)
         with self._spent("check"):
             check.settle()
         return verify_ms
+
+    def _verify_step(self, spec: Any, batch_id: int, key: int, rows: list[int], last: bool,
+                     limit: float) -> tuple[Any, list[Any] | None]:
+        """One verify request for ``rows`` (into the workload's GPU fetch buffers where they fit): the host's
+        reply and the buffers the rows are in (None: the batch's shared-memory slots)."""
+        into = self._fetch_buffers(spec, len(rows))
+        self._spend("verify_steps", 1)
+        self.cost["verify_rows_max"] = max(self.cost.get("verify_rows_max", 0), len(rows))
+        ver = self.ev.host.verify(batch_id, key, rows, last=last, timeout_s=limit,
+                                  into=[b.id for b in into] if into is not None else None)
+        return ver, into
+
+    def _fetch_rows(self, spec: Any) -> int:
+        """Rows one verify step fetches at most: what the workload's fetch buffers hold or the fetch budget
+        allows, and at least one (a row over the budget goes through the batch's shared-memory slots). Round 14's
+        cross_entropy fetched its 2.1-4.8 GB rows all at once, which overran the budget, so every row went through
+        host memory: 32 s of its 64 s evaluation."""
+        have = int(self._fetch[0].shape[0]) if self._fetch else 0
+        return max(1, have, int(self._gpu_budget(FETCH_BYTES, FETCH_SHARE) // max(_out_bytes(self.ev, spec), 1)))
+
+    def _chunk_reps(self, spec: Any) -> int:
+        """Reps whose outputs one batch may stage (:data:`CHUNK_BYTES`), at least one."""
+        return max(1, int(self._gpu_budget(CHUNK_BYTES, CHUNK_SHARE) // max(_out_bytes(self.ev, spec), 1)))
 
     def time_submission(self, wl: Any, spec: Any) -> None:
         """Probe, timed batch, wall-clock cross-check; every output checked; the clock compared with the events."""
@@ -571,8 +612,9 @@ class Timer:
             return
         check = ev_recheck(ev, spec, rot)
         warm = float(t.get("warmup_ms", WARMUP_MS))
-        probe, _, _ = self._run_batch(wl, spec, rot, rot.size + PROBE_REPS, start=0, pad_ms=0.0, warmup_ms=0.0,
-                                      check=check)
+        # One rep per set, then PROBE_REPS paced reps (fewer where the staging budget is short, at least one).
+        probe_reps = rot.size + max(1, min(PROBE_REPS, self._chunk_reps(spec) - rot.size))
+        probe, _, _ = self._run_batch(wl, spec, rot, probe_reps, start=0, pad_ms=0.0, warmup_ms=0.0, check=check)
         if not probe.ok:
             self._timing_error(wl, probe)
             return
@@ -580,19 +622,15 @@ class Timer:
         pad = pad_for(probe.host_ms_per_rep)
         reps = choose_reps((per_rep_ms + pad + self._overhead(wl)) / 1e3, t["target_s"], t["min_reps"],
                            t["max_reps"])
-        out_bytes = _out_bytes(ev, spec)
-        chunk = max(1, min(reps, int(self._gpu_budget(CHUNK_BYTES, CHUNK_SHARE) // max(out_bytes, 1))))
+        chunk = min(reps, self._chunk_reps(spec))
         samples: list[float] = []
         dists: list[str] = []  # the input distribution of each sample's set (rotation j draws dists[j % len])
         clock: list[tuple[int, float, float]] = []
         verify_ms = 0.0
-        start = rot.size + PROBE_REPS
+        start = probe_reps
         done = 0
         while done < reps:
             n = min(chunk, reps - done)
-            if done:
-                rot = self.rotation(wl, spec, "timing", str(done), with_refs=True)
-                check = ev_recheck(ev, spec, rot, check)
             reply, wall, vms = self._run_batch(wl, spec, rot, n, start=start + done, pad_ms=pad, warmup_ms=warm,
                                                check=check)
             if not reply.ok:
@@ -618,6 +656,8 @@ class Timer:
         """Bytes of GPU memory a use may take: at most ``most``, and ``share`` of the free memory (off CUDA:
         ``most``); :data:`CHUNK_BYTES`, :data:`FETCH_BYTES`."""
         ev = self.ev
+        if self.t.get("budget_bytes"):  # tests: the chunked paths on a CPU
+            return float(min(most, self.t["budget_bytes"]))
         if ev.device.type != "cuda":
             return float(most)
         return min(most, share * ev.torch.cuda.mem_get_info(ev.device)[0])
@@ -662,17 +702,14 @@ def sample_dists(dists: Any, rot: Any, first: int, n: int) -> list[str]:
     return [str(dists[rot.slot(first + r)[1] % len(dists)]) for r in range(n)]
 
 
-def ev_recheck(ev: Any, spec: Any, rot: Any, previous: Any = None) -> Any:
+def ev_recheck(ev: Any, spec: Any, rot: Any) -> Any:
     """A :class:`runner.timing.Recheck` of timed outputs against the rotation's references (with the task's own
-    ``check`` when it has one), carrying the counts of an earlier chunk's."""
+    ``check`` when it has one), every fetched output compared with the reference."""
     from runner.checks import make_recheck
 
     dtypes = ev.task.tensor_dtypes(spec.workload)
     tols = [ev.task.tolerance_for(dtypes[t.name]) for t in ev.task.outputs]
-    check = make_recheck(rot.refs, tols, ev.device, ref=ev.ref, spec=spec, contents=rot.contents, full=True)  # every fetched output against the reference
-    if previous is not None:
-        check.calls, check.problems = previous.calls, previous.problems
-    return check
+    return make_recheck(rot.refs, tols, ev.device, ref=ev.ref, spec=spec, contents=rot.contents, full=True)
 
 
 def _nbytes(shape: Any, dtype: Any) -> int:
@@ -686,4 +723,5 @@ def _out_bytes(ev: Any, spec: Any) -> int:
     return sum(_nbytes(spec.shapes[o.name], spec.dtypes[o.name]) for o in ev.task.outputs)
 
 
-__all__ = ["Timer", "clock_estimate", "ev_recheck", "fit_calibration", "sample_dists", "untrusted_margin"]
+__all__ = ["Timer", "calibration_reps", "clock_estimate", "ev_recheck", "fit_calibration", "sample_dists",
+           "untrusted_margin"]

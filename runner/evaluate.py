@@ -97,6 +97,9 @@ class EvalOptions:
     env: tuple[tuple[str, str], ...] = ()
     """Environment variables of the evaluator and the kernel host beyond the sandbox's own (the sanitizer's
     ``PYTORCH_NO_CUDA_MEMORY_CACHING=1``)."""
+    budget_bytes: int | None = None
+    """Tests only: the bytes of outputs one timed batch may stage and one verify step may fetch, instead of 30% of
+    the GPU's free memory (at most 32 GB), so that chunked batches and verify steps run on a CPU."""
     host_timing: bool = False
     """Tests only: run the timing path on a CPU with the host clock, so its plumbing is exercised without a GPU.
     The figures mean nothing and are never published."""
@@ -309,7 +312,7 @@ def run_evaluation(task_id: str, submission: Path, *, suite_root: Path | None = 
         "trusted_cache_dir": str(roofline.cache_dir() / "trusted"),
         "timing": {"enabled": do_timing, "target_s": opts.target_s, "min_reps": opts.min_reps,
                    "max_reps": opts.max_reps, "compile": opts.compile_baseline, "host_backend": opts.host_timing,
-                   "warmup_ms": opts.warmup_ms, "baselines": opts.baselines,
+                   "warmup_ms": opts.warmup_ms, "baselines": opts.baselines, "budget_bytes": opts.budget_bytes,
                    "live_baselines": opts.live_baselines,
                    "candidates": list(opts.candidates) if opts.candidates is not None else None},
     }

@@ -256,3 +256,30 @@ def test_a_task_fault_is_never_blamed_on_the_submission(tmp_path: Path, mutation
         run_evaluation("softmax", HONEST[0], suite_root=suite, device="cpu", seed=SEED, hidden=False,
                        options=EvalOptions())
     assert "not of the submission" in str(info.value)
+
+
+def test_a_small_staging_budget_chunks_the_batches_and_the_verify_steps(tmp_path: Path) -> None:
+    """A budget of two reps' outputs (``budget_bytes``; on the H200, 30% of free memory against cross_entropy's
+    4.8 GB rows): the calibration's batches and the probe are cut to it, the timed reps run in chunks of two on the
+    same input sets, and no verify step fetches more than two rows. An honest kernel still passes; one that turns
+    wrong after its correctness calls is still caught."""
+    out_bytes = 37 * 1000 * 4  # the smoke workload's one fp32 output
+    kw = dict(host_timing=True, ceilings=CEILINGS, compile_baseline=False, baselines=False, target_s=0.05,
+              min_reps=7, max_reps=8, hidden=False, budget_bytes=2 * out_bytes)
+    honest = run(HERE / "honest" / "rows_per_program.py", **kw)
+    assert honest.status == "passed", honest.message + honest.log[-3000:]
+    smoke = honest.workloads[0]
+    reps = smoke.time.reps
+    assert reps >= 7 and smoke.checked_calls >= reps
+    d = honest.phase_detail
+    # 8 calibration batches, the probe, ceil(reps / 2) chunks, the cross-check
+    assert d["batches"] == 8 + 1 + -(-reps // 2) + 1, d
+    assert d["verify_rows_max"] == 2, d
+    unchunked = run(HERE / "honest" / "rows_per_program.py", **{**kw, "budget_bytes": None})
+    u = unchunked.phase_detail
+    assert unchunked.status == "passed" and u["batches"] == 8 + 1 + 1 + 1 and u["verify_rows_max"] > 2, u
+    src = (HERE / "adversarial" / "first_calls.py").read_text().replace("<= 3", "<= 4")
+    late = tmp_path / "late_garbage.py"
+    late.write_text(src)
+    r = run(late, **kw)
+    assert r.workloads[0].status == "incorrect" and "timed calls returned a wrong output" in r.workloads[0].message

@@ -114,3 +114,19 @@ def test_autotune_configs_respect_the_shape_rules():
             assert (bm * d + 2 * c.num_stages * bn * d) * 2 <= FA._SMEM_BYTES
     assert any(c.kwargs == {"BLOCK_M": 128, "BLOCK_N": 128} for c in FA._prune(FA._CONFIGS, {}, HEAD_DIM=128,
                                                                                     CAUSAL=True))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_chunked_float64_reference_is_plain_attention(causal, monkeypatch):
+    """reference.py reads only the keys a causal chunk can see and takes exp(s - lse) for the probabilities: the
+    same figures as full-width masked attention in float64, over several row chunks and a GQA group of 2."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, h, 37, 16, generator=gen, dtype=torch.float64) for h in (4, 2, 2))
+    monkeypatch.setattr(REF, "_REF_CHUNK_ROWS", 8)
+    o, lse = REF.reference(q, k, v, causal=causal)
+    kk, vv = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+    s = q @ kk.transpose(-1, -2) * 16 ** -0.5
+    if causal:
+        s = s.masked_fill(torch.ones(37, 37, dtype=torch.bool).triu(1), float("-inf"))
+    assert torch.allclose(o, torch.softmax(s, -1) @ vv, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(lse, torch.logsumexp(s, -1).float())

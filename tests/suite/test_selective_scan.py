@@ -149,3 +149,28 @@ def test_rejects_bad_inputs():
         KERNEL.selective_scan(u, u[:, :, :9], *ok[2:])
     with pytest.raises(TypeError):
         KERNEL.selective_scan(*ok[:2], A.double(), *ok[3:])
+
+
+def _stepwise(u, delta, A, B, C, D_skip, z, delta_bias):
+    """The recurrence one step per t in float64 (what reference.py computed before its chunked block scan)."""
+    dt = F.softplus(delta.double() + delta_bias.double()[None, :, None])
+    h = torch.zeros(u.shape[0], u.shape[1], A.shape[1], dtype=torch.float64)
+    ys = []
+    for t in range(u.shape[-1]):
+        h = torch.exp(dt[:, :, t, None] * A.double()) * h + (dt[:, :, t] * u[:, :, t].double())[..., None] * \
+            B.double()[:, None, :, t]
+        ys.append((h * C.double()[:, None, :, t]).sum(-1) + D_skip.double() * u[:, :, t].double())
+    return torch.stack(ys, -1) * F.silu(z.double())
+
+
+@pytest.mark.parametrize("dist", distributions(REF))
+@pytest.mark.parametrize("block_bytes", [1 << 28, 2 * 3 * 4 * 8 * 29])  # one time block; blocks of 29 steps
+def test_the_chunked_float64_reference_is_the_stepwise_recurrence(dist, block_bytes, monkeypatch):
+    s = spec(2, 3, 103, 4)  # 103 steps: chunks of 11, the last padded (and 29-step blocks: 6 and a padded 5)
+    inputs = [t.double() if t.dtype != torch.float32 else t for t in make_inputs(REF, s, seed=31, device="cpu",
+                                                                                   dist=dist)]
+    monkeypatch.setattr(REF, "_REF_BYTES", block_bytes)
+    got = REF.reference(*inputs)
+    want = _stepwise(*inputs)
+    assert got.dtype == torch.float64
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12), (got - want).abs().max()
