@@ -19,6 +19,13 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 19 (2026-12-04, runs/round19): the suite cold (453 s) and warm (206 s), the GPU tests (15 passed, 1 skipped,
+# 224 s), histogram's ablation (35 s); four references were rejected by the tripwire reading their docstring tables
+# as C++ (fixed), and a second machine (runs/round19b) reran them cold (102 s) and warm (29 s):
+#   STEPS="full full_warm gpu_tests ablation_fast" ABLATE_TASKS=histogram ABLATE_STEP_TIMEOUT_S=60
+#   STEPS="full full_warm" FULL_TASKS="conv2d_implicit_gemm gemm_bf16 gemm_bias_act gemm_splitk"
+# Next: STEPS="full full_warm" on every task in one round (the suite's two figures from one machine), then compile
+#   max-autotune where compile is the best peer (STEPS=references REFERENCES_TASKS=...).
 # Round 18 (2026-12-03, runs/round18): histogram's launch sweep on both input draws, written into the reference
 # (TUNE_APPLY), then its, topk's and selective_scan's candidates (254 s); the machine was given back during the
 # ablation step, so a second machine reran the sweep (tune_h200.json) and paged_attention_decode's ablation (87 s);
@@ -26,9 +33,6 @@
 #   STEPS="tune references ablation_fast gpu_tests" TUNE_APPLY=1 REFERENCES_TASKS="histogram topk selective_scan"
 #   REFERENCES_EXCLUDE=compile_max_autotune ABLATE_TASKS="histogram paged_attention_decode"
 # (the timed process got the 0 s left and ablated nothing; the first reference due now always runs).
-# Next: STEPS="ablation_fast gpu_tests" ABLATE_TASKS=histogram ABLATE_STEP_TIMEOUT_S=60 (histogram's ablation on its
-#   current code, its hanging strategy-by-bins variant cut at 60 s; the GPU tests with time_by_dist), then compile
-#   max-autotune where compile is the best peer.
 # Round 17 (2026-12-03, runs/round17): paged_attention_decode's ablation (skipped: round 16's untimed records counted
 # as done in the resume file; fixed), every candidate but compile max-autotune on 15 references (422 s), and, on a
 # second machine after the first was given back between two calls, the GPU tests (15 of 15, 183 s):

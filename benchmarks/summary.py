@@ -11,11 +11,11 @@ round 11 also one softmax evaluation's phases before and after its evaluator cha
 figure, an eager-only evaluation before and after shared GPU buffers and a full run cut after 7 of 26 tasks), ``benchmarks/data/ablation_h200.json`` and
 ``benchmarks/data/timing_repeat_h200.json`` when they exist, and ``benchmarks/data/floors_h200.json`` (both floors of
 topk, histogram, spmv_csr and selective_scan: ``benchmarks/floor_microbench.py``). The suite's wall time, the timing
-spread and the GPU tests come from the newest rounds' raw files: ``data/runs/round14/full_round.json`` and
-``full_warm_round.json`` (the suite, then again warm), ``data/runs/round13/full_round.json`` (cold),
+spread and the GPU tests come from the newest rounds' raw files: ``data/runs/round19/full_round.json`` and
+``full_warm_round.json`` (the suite cold, then again warm; ``round19b`` reran four of its tasks),
 ``data/runs/round13`` and ``round14/timing_repeat_h200.json`` (five evaluations of ten tasks; round 16's
 ``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
-evaluations, with the autotuner's choices kept) and ``data/runs/round17/gpu_tests.log`` (else round 13's). Each
+evaluations, with the autotuner's choices kept) and ``data/runs/round19/gpu_tests.log`` (else round 17's). Each
 workload's kernel figures and best peer come from the newest of these files that timed its task against every
 candidate (:data:`CANDIDATE_FILES`: the timing repeats and rounds 17 and 18's ``references_candidates.json``), else
 from the older files above; ``baselines_not_timed`` names the candidates without a figure, and why;
@@ -79,23 +79,32 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(HERE)) if path.is_relative_to(HERE) else str(path)
 
 
-def full_run(path: Path) -> dict[str, Any] | None:
+def full_run(*paths: Path) -> dict[str, Any] | None:
     """One suite run of ``bench_round.py`` (every task once): its wall time, how many tasks passed and the per-phase
-    sums over its evaluations (runner.evaluate's phase split)."""
-    doc = _load(path)
-    if not doc:
+    sums over its evaluations (runner.evaluate's phase split). A later path reruns some of the tasks (round 19's
+    four references rejected by a tripwire that read their docstrings as C++, rerun after the fix): its evaluations
+    replace the earlier ones, and the wall time is the sum of the runs less the replaced evaluations'."""
+    docs = [(p, d) for p in paths if (d := _load(p))]
+    if not docs:
         return None
-    runs = {t: r[0] for t, r in doc["tasks"].items() if r}
+    runs: dict[str, Any] = {}
+    wall = 0.0
+    for _, doc in docs:
+        wall += doc["total_wall_s"]
+        for t, r in doc["tasks"].items():
+            if r:
+                wall -= runs[t]["wall_s"] if t in runs else 0.0
+                runs[t] = r[0]
     phases: dict[str, float] = {}
     for r in runs.values():
         for k, v in (r.get("phases") or {}).items():
             phases[k] = phases.get(k, 0.0) + v
-    return {"wall_s": round(doc["total_wall_s"], 1), "tasks": len(runs),
+    return {"wall_s": round(wall, 1), "tasks": len(runs),
             "passed": sum(r["status"] == "passed" for r in runs.values()),
             "not_passed": sorted(t for t, r in runs.items() if r["status"] != "passed"),
             "phases_s": {k: round(v, 1) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
-            "date": doc["date"][:10],
-            "gpu": doc["gpu"].get("name"), "source": _rel(path)}
+            "date": docs[0][1]["date"][:10],
+            "gpu": docs[0][1]["gpu"].get("name"), "source": " + ".join(_rel(p) for p, _ in docs)}
 
 
 def gpu_test_log(path: Path) -> dict[str, Any] | None:
@@ -395,21 +404,18 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         out["cuda_reeval_build_s"] = r12.get("cuda_reeval_build_s")
         out["cuda_reeval_source"] = r12.get("cuda_reeval_source")
     runs = root / "data" / "runs"
-    # Round 13 ran the suite cold (spmv_csr failed its scaled_rows draws); round 14, after spmv_csr's fix, ran it
-    # after two short steps that had already evaluated 5 of its 26 tasks (their kernels and baselines were cached),
-    # then once more warm.
-    cold, r14, warm = (full_run(runs / f) for f in ("round13/full_round.json", "round14/full_round.json",
-                                                    "round14/full_warm_round.json"))
-    if r14:
-        out["full_run_s"] = r14["wall_s"]
-        out["full_run_source"] = (f"{r14['source']} ({r14['gpu']}, {r14['date']}; eager baseline only; "
-                                  f"{r14['passed']}/{r14['tasks']} tasks passed; 5 tasks warm from earlier steps)")
-        out["full_run"] = r14
+    # Round 19 ran the suite cold, then once more warm (the baseline cache and each reference's Triton cache); four
+    # references failed a tripwire that read their docstrings as C++ and were rerun, cold then warm, after the fix.
+    cold = full_run(runs / "round19" / "full_round.json", runs / "round19b" / "full_round.json")
+    warm = full_run(runs / "round19" / "full_warm_round.json", runs / "round19b" / "full_warm_round.json")
+    if warm:
+        out["full_run_s"] = warm["wall_s"]
+        out["full_run_source"] = (f"{warm['source']} ({warm['gpu']}, {warm['date']}; eager baseline only; "
+                                  f"{warm['passed']}/{warm['tasks']} tasks passed; a rerun of the unchanged suite: "
+                                  "baselines from the cache, kernels from the Triton cache; cold: full_run_cold)")
+        out["full_run"] = warm
     if cold:
         out["full_run_cold"] = cold
-    if warm:
-        out["full_run_warm_s"] = warm["wall_s"]
-        out["full_run_warm"] = warm
     spread = repeat_spread([runs / "round13" / "timing_repeat_h200.json", runs / "round14" / "timing_repeat_h200.json",
                             runs / "round16" / "timing_repeat_gemm_bias_act.json",
                             runs / "round16" / "timing_repeat_gemm_bf16_flash.json"])
@@ -420,7 +426,7 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
                                        f"candidate but compile max-autotune; workloads under {SHORT_MS * 1e3:.0f} us "
                                        "left out)")
         out["timing_spread"] = spread
-    tests = gpu_test_log(runs / "round17" / "gpu_tests.log") or gpu_test_log(runs / "round13" / "gpu_tests.log")
+    tests = gpu_test_log(runs / "round19" / "gpu_tests.log") or gpu_test_log(runs / "round17" / "gpu_tests.log")
     if tests:
         out["gpu_tests"] = tests
     for key in ("cuda_reeval_build_s", "full_run_s", "timing_spread_max_pct"):

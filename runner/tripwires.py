@@ -190,6 +190,9 @@ class _Walker(ast.NodeVisitor):
         self.forbidden_methods = {f.split(".", 1)[1] for f in forbidden if f.startswith("Tensor.")}
         self.forbid_matmul = "@" in forbidden
         self._seen: set[tuple[str, int, str]] = set()
+        self.docstrings: list[ast.Constant] = []
+        """Docstrings: prose (a reference's figure table names cuBLAS), read as C++ only if the file reads __doc__."""
+        self.reads_doc = False
 
     # ----------------------------------------------------------------------------------------- helpers
 
@@ -340,12 +343,14 @@ class _Walker(ast.NodeVisitor):
     # ----------------------------------------------------------------------------------------- expressions
 
     def visit_Name(self, node: ast.Name) -> None:
+        self.reads_doc |= node.id == "__doc__"
         if node.id in FRAME_ATTRS:
             self.flag("frame_walk", node, f"uses {node.id}")
         if node.id in self.aliases:
             self._check_dotted(self.aliases[node.id], node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.reads_doc |= node.attr == "__doc__"
         if node.attr in FRAME_ATTRS:
             self.flag("frame_walk", node, f"reads .{node.attr}")
         dotted = self.resolve(node)
@@ -378,6 +383,8 @@ class _Walker(ast.NodeVisitor):
                     self.flag("dynamic_code", node, f"{name}() with a computed attribute name")
                 elif isinstance(node.args[1].value, str) and node.args[1].value in FRAME_ATTRS:
                     self.flag("frame_walk", node, f"{name}(..., {node.args[1].value!r})")
+                else:
+                    self.reads_doc |= node.args[1].value == "__doc__"
         else:
             dotted = self.resolve(func)
             if dotted in ENV_READERS:
@@ -422,6 +429,11 @@ class _Walker(ast.NodeVisitor):
         m = SECRET_PATH.search(node.value)
         if m:
             self.flag("secret_path", node, f"string {m.group(0)!r}")
+        if any(node is d for d in self.docstrings):
+            return
+        self.cpp_flags(node)
+
+    def cpp_flags(self, node: ast.Constant) -> None:
         if _looks_like_cpp(node.value):
             for pattern, rule, what in CUDA_RULES:
                 for m in pattern.finditer(node.value):
@@ -434,6 +446,14 @@ class _At:
     lineno: int
 
 
+def _docstring(node: ast.AST) -> ast.Constant | None:
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            return first.value
+    return None
+
+
 def _looks_like_cpp(text: str) -> bool:
     return any(tok in text for tok in ("__global__", "#include", "torch::", "at::", "__device__", ";\n", "{"))
 
@@ -443,7 +463,11 @@ def scan(source: str, forbidden_ops: Iterable[str] = ()) -> list[Flag]:
     ``compile_error``); call :func:`syntax_error` first."""
     tree = ast.parse(source)
     walker = _Walker(forbidden_ops)
+    walker.docstrings = [_docstring(n) for n in ast.walk(tree) if _docstring(n) is not None]
     walker.visit(tree)
+    if walker.reads_doc:  # a docstring can reach load_inline only through __doc__
+        for doc in walker.docstrings:
+            walker.cpp_flags(doc)
     if not _defines_kernel(tree):
         walker.flags.append(Flag(code="static.no_kernel", message="the file defines no top-level kernel(...)",
                                  severity="warning"))
