@@ -17,7 +17,8 @@ spread and the GPU tests come from the newest rounds' raw files: ``data/runs/rou
 ``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
 evaluations, with the autotuner's choices kept) and ``data/runs/round19/gpu_tests.log`` (else round 17's). Each
 workload's kernel figures and best peer come from the newest of these files that timed its task against every
-candidate (:data:`CANDIDATE_FILES`: the timing repeats and rounds 17 and 18's ``references_candidates.json``), else
+candidate (:data:`CANDIDATE_FILES`: the timing repeats, rounds 17 and 18's ``references_candidates.json`` and round
+20's compile max-autotune on 8 memory-bound tasks), else
 from the older files above; ``baselines_not_timed`` names the candidates without a figure, and why;
 ``ablation.stale`` names the references whose ablation records were measured on other code. Every figure says
 where it comes from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is
@@ -157,7 +158,9 @@ def repeat_spread(paths: list[Path]) -> dict[str, Any] | None:
 
 CANDIDATE_FILES = ("round13/timing_repeat_h200.json", "round14/timing_repeat_h200.json",
                    "round16/timing_repeat_gemm_bias_act.json", "round16/timing_repeat_gemm_bf16_flash.json",
-                   "round17/references_candidates.json", "round18/references_candidates.json")
+                   "round17/references_candidates.json", "round18/references_candidates.json",
+                   "round20/references_candidates_softmax.json", "round20/references_candidates_norms.json",
+                   "round20/references_candidates_memory.json")
 """The evaluations of this evaluator with every candidate of the task (``bench_round.py``'s timing repeats and
 its references step), oldest first, under ``data/runs``."""
 
@@ -176,7 +179,9 @@ def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
     ``paths``: the median over a file's evaluations of the kernel's median and of each candidate's. A candidate
     counts only where it was correct (``ok``) in every evaluation; the best baseline is the fastest of those, the
     vendor ratio the fastest of those flagged ``vendor`` (the task's vendor library: cuBLAS, cuDNN, SDPA). A later
-    file's task replaces an earlier one's unless it has fewer evaluations (as :func:`repeat_spread`)."""
+    file's task replaces an earlier one's unless it has fewer evaluations (as :func:`repeat_spread`); then only the
+    candidates the kept row lacks are taken from it (round 20 timed compile max-autotune once on tasks whose other
+    figures are five-evaluation repeats), and the row's source says so."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     n_runs: dict[str, int] = {}
     for path in paths:
@@ -186,43 +191,60 @@ def candidate_rows(paths: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
         left_out = _excluded(doc.get("command", ""))
         for task, runs in doc["tasks"].items():
             runs = [r for r in runs if r.get("workloads")]
-            if not runs or len(runs) < n_runs.get(task, 0):
+            if not runs:
                 continue
-            n_runs[task] = len(runs)
+            extra = len(runs) < n_runs.get(task, 0)
+            n_runs[task] = max(n_runs.get(task, 0), len(runs))
             by_name: dict[str, list[dict[str, Any]]] = {}
             for r in runs:
                 for w in r["workloads"]:
                     if not w.get("hidden") and w["name"] != "hidden":
                         by_name.setdefault(w["name"], []).append(w)
             for name, ws in by_name.items():
-                bad = next((w["status"] for w in ws if w["status"] != "passed"), None)
-                times = [w["median_ms"] for w in ws if w.get("median_ms")]
-                kernel = statistics.median(times) if times and bad is None else None
-                cands: dict[str, dict[str, Any]] = {}
-                for b in (x for w in ws for x in w.get("baselines", [])):
-                    c = cands.setdefault(b["name"], {"ms": [], "status": "ok", "vendor": bool(b.get("vendor")),
-                                                     "reason": ""})
-                    if b["status"] == "ok" and b.get("median_ms"):
-                        c["ms"].append(b["median_ms"])
-                    elif c["status"] == "ok":
-                        c["status"], c["reason"] = b["status"], (b.get("reason") or "")[:200]
-                timed = {n: statistics.median(c["ms"]) for n, c in cands.items() if c["status"] == "ok" and c["ms"]}
-                best = min(timed, key=timed.__getitem__) if timed else None
-                vendor = [timed[n] for n in timed if cands[n]["vendor"]]
-                floor = ws[0].get("roofline_floor_ms")
+                kernel, bad, cands = _measured(ws)
+                if extra:
+                    row = rows.get((task, name))
+                    new = {n: c for n, c in cands.items() if row and n not in row["_cands"]}
+                    if new:
+                        row["_cands"].update(new)
+                        row["excluded"] = [x for x in row["excluded"] if x not in new]
+                        row["source"] += f"; {', '.join(sorted(new))} from {_rel(path)} ({len(ws)} evaluation" + \
+                            "s" * (len(ws) > 1) + ")"
+                    continue
                 rows[(task, name)] = {
-                    "status": bad or "passed", "median_ms": kernel,
-                    "roofline_fraction": floor / kernel if floor and kernel else None,
-                    "best_baseline": best,
-                    "speedup_best": timed[best] / kernel if best and kernel else None,
-                    "vendor_ratio": min(vendor) / kernel if vendor and kernel else None,
-                    "candidates": {n: round(timed[n], 4) if n in timed else c["status"] for n, c in cands.items()},
-                    "not_timed": {n: c["reason"] for n, c in cands.items() if n not in timed},
+                    "status": bad or "passed", "median_ms": kernel, "_cands": cands,
+                    "roofline_fraction": (ws[0]["roofline_floor_ms"] / kernel
+                                          if ws[0].get("roofline_floor_ms") and kernel else None),
                     "excluded": left_out,
                     "by_dist": _by_dist(ws),
                     "source": f"{_rel(path)} ({len(ws)} evaluation{'s' * (len(ws) > 1)}; every candidate"
                               + (f" but {', '.join(left_out)})" if left_out else ")")}
+    for row in rows.values():
+        cands, kernel = row.pop("_cands"), row["median_ms"]
+        timed = {n: statistics.median(c["ms"]) for n, c in cands.items() if c["status"] == "ok" and c["ms"]}
+        best = min(timed, key=timed.__getitem__) if timed else None
+        vendor = [timed[n] for n in timed if cands[n]["vendor"]]
+        row.update({"best_baseline": best,
+                    "speedup_best": timed[best] / kernel if best and kernel else None,
+                    "vendor_ratio": min(vendor) / kernel if vendor and kernel else None,
+                    "candidates": {n: round(timed[n], 4) if n in timed else c["status"] for n, c in cands.items()},
+                    "not_timed": {n: c["reason"] for n, c in cands.items() if n not in timed}})
     return rows
+
+
+def _measured(ws: list[dict[str, Any]]) -> tuple[float | None, str | None, dict[str, dict[str, Any]]]:
+    """One file's evaluations of a workload: the kernel's median (None unless every evaluation passed), the first
+    status that is not ``passed``, and each candidate's medians, vendor flag and first failure."""
+    bad = next((w["status"] for w in ws if w["status"] != "passed"), None)
+    times = [w["median_ms"] for w in ws if w.get("median_ms")]
+    cands: dict[str, dict[str, Any]] = {}
+    for b in (x for w in ws for x in w.get("baselines", [])):
+        c = cands.setdefault(b["name"], {"ms": [], "status": "ok", "vendor": bool(b.get("vendor")), "reason": ""})
+        if b["status"] == "ok" and b.get("median_ms"):
+            c["ms"].append(b["median_ms"])
+        elif c["status"] == "ok":
+            c["status"], c["reason"] = b["status"], (b.get("reason") or "")[:200]
+    return (statistics.median(times) if times and bad is None else None), bad, cands
 
 
 def _by_dist(ws: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -437,7 +459,9 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
     if partial:
         out["missing"].append(f"every baseline candidate on {', '.join(partial)} (eager and torch.compile only)")
     for name in out["baselines_not_timed"]["excluded"]:
-        out["missing"].append(f"the {name} candidate on every workload (left out of the rounds' commands)")
+        n = sum(name in r.get("excluded", []) for r in rows.values())
+        out["missing"].append(f"the {name} candidate on {n} of {len(rows)} workloads (left out of the rounds' "
+                              "commands)")
     if not out["ablation_tasks"]:
         out["missing"].append("ablation_tasks")
     elif len(out["ablation_tasks"]) < out["ablation"]["references"]:

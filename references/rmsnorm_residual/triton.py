@@ -29,7 +29,7 @@ Roofline floors on H200 (bytes = 4*M*N*elt + N*elt at the measured copy bandwidt
 =============  =================  =======  ==================================================
 workload       shape / dtype      floor    H200: time, fraction of floor, x best peer
 =============  =================  =======  ==================================================
-prefill_8k     16384 x 8192 bf16  258 us   265 us, 0.97, 0.97x compile
+prefill_8k     16384 x 8192 bf16  258 us   265 us, 0.97, 0.96x compile_max_autotune
 wide_rows_16k  2048 x 16384 bf16  64.4 us  71.5 us, 0.89, 0.97x compile
 fp16_outliers  8192 x 8192 fp16   129 us   135 us, 0.94, 0.96x compile
 =============  =================  =======  ==================================================
@@ -39,7 +39,8 @@ benchmarks/data/references_h200.json, 2026-11-30).
 The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
 candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
 Below the best baseline (torch.compile) on every workload, by 3.5-4%: prefill_8k (0.97x of 257 us), wide_rows_16k
-(0.96x of 69.0 us), fp16_outliers (0.96x of 132 us).
+(0.96x of 69.0 us), fp16_outliers (0.96x of 132 us); compile max-autotune (round 20, one evaluation) is no faster
+but on prefill_8k (255 us).
 Investigation notes: references/rmsnorm_residual/NOTES.md.
 """
 

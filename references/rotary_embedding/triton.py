@@ -23,9 +23,9 @@ Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 ==================  ===========  ======  ==================================================
 workload            bytes        floor   H200: time, fraction of floor, x best peer
 ==================  ===========  ======  ==================================================
-llama_prefill_neox  688,128,000  165 us  191 us, 0.87, 1.22x liger
-interleaved_gptj    612,499,456  147 us  167 us, 0.88, 2.80x compile
-mla_rope_d64        545,390,592  131 us  144 us, 0.91, 2.91x compile
+llama_prefill_neox  688,128,000  165 us  190 us, 0.86, 1.02x compile_max_autotune
+interleaved_gptj    612,499,456  147 us  166 us, 0.88, 2.69x compile_max_autotune
+mla_rope_d64        545,390,592  131 us  143 us, 0.91, 2.80x compile_max_autotune
 ==================  ===========  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

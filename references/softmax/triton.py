@@ -26,16 +26,17 @@ Roofline floors on H200 (bytes = 2*M*N*elt at the measured copy bandwidth):
 workload         shape / dtype       floor    H200: time, fraction of floor, x best peer
 ===============  ==================  =======  ==================================================
 rows_4k          16384 x 4096 bf16   64.4 us  72.0 us, 0.89, 0.97x liger
-short_rows_fp32  262144 x 256 fp32   129 us   130 us, 0.99, 1.01x eager
-vocab_rows       1024 x 128256 bf16  126 us   202 us, 0.62, 1.46x eager
-few_huge_rows    16 x 2097152 bf16   32.2 us  60.1 us, 0.53, 1.44x compile
+short_rows_fp32  262144 x 256 fp32   129 us   130 us, 0.99, 1.00x compile_max_autotune
+vocab_rows       1024 x 128256 bf16  126 us   202 us, 0.62, 1.40x compile_max_autotune
+few_huge_rows    16 x 2097152 bf16   32.2 us  60.1 us, 0.53, 1.40x compile_max_autotune
 ===============  ==================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
 The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
 candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
-Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.92x with the persistent tile grid).
+Against the best baseline: short_rows_fp32 1.01x of torch.compile's 131 us (0.92x with the persistent tile grid),
+1.00x of compile max-autotune's 129 us (round 20, one evaluation).
 few_huge_rows re-reads 64 MB, about the L2 size.
 """
 

@@ -22,7 +22,7 @@ Roofline floors on the H200 (cost model bytes at the measured copy bandwidth):
 ================  =============  =======  ==================================================
 workload          bytes          floor    H200: time, fraction of floor, x best peer
 ================  =============  =======  ==================================================
-prefill_14336     1,409,286,144  338 us   340 us, 0.99, 0.96x compile
+prefill_14336     1,409,286,144  338 us   340 us, 0.99, 0.96x compile_max_autotune
 decode_wide_rows  20,447,232     4.91 us  10.4 us, 0.47, 0.93x compile
 moe_short_rows    603,979,776    145 us   150 us, 0.96, 0.96x compile
 ================  =============  =======  ==================================================
@@ -31,7 +31,8 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/data/references_h200.json, 2026-11-30).
 The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
 candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
-Below the best baseline (torch.compile): prefill_14336 (0.96x of 324 us) and moe_short_rows (0.97x of 144 us).
+Below the best baseline (torch.compile, with or without max-autotune): prefill_14336 (0.96x of 324 us) and
+moe_short_rows (0.97x of 144 us).
 Both run at 0.97-0.99 of the copy floor while the compiled kernel exceeds it (1.04): with two reads per write
 the DRAM traffic is not a copy's, and no tile, warp count or hint setting swept here closed the last 3-4%.
 decode_wide_rows beats it (1.09x).

@@ -174,6 +174,21 @@ def test_a_workload_whose_distributions_differ_is_named_dist_sensitive(tmp_path:
     assert list(flagged) == ["t:w"] and flagged["t:w"]["ratio"] == 5.0
 
 
+def test_a_later_file_with_fewer_evaluations_adds_only_the_candidates_a_row_lacks(tmp_path: Path) -> None:
+    """Round 20 timed compile max-autotune once where the other figures are five-evaluation repeats: the row keeps
+    its kernel median and candidates, gains the new one (here the fastest, so the best baseline), and says so."""
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"command": "bench_round.py --exclude compile_max_autotune --tasks t", "tasks": {"t": [
+        _cand_run(1.0 + i / 10, [("eager", "ok", 2.0, True), ("compile", "ok", 1.5, False)]) for i in range(3)]}}))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"command": "bench_round.py --tasks t", "tasks": {"t": [
+        _cand_run(9.0, [("eager", "ok", 0.1, True), ("compile_max_autotune", "ok", 0.88, False)])]}}))
+    r = summary.candidate_rows([a, b])[("t", "w")]
+    assert r["median_ms"] == 1.1 and r["candidates"] == {"eager": 2.0, "compile": 1.5, "compile_max_autotune": 0.88}
+    assert r["best_baseline"] == "compile_max_autotune" and r["speedup_best"] == 0.88 / 1.1
+    assert r["excluded"] == [] and r["source"].endswith("; compile_max_autotune from " + str(b) + " (1 evaluation)")
+
+
 def test_the_committed_rows_name_every_candidate_they_lack() -> None:
     """Round 17 measured every candidate but compile max-autotune on 15 more tasks; what was not timed is named."""
     s = summary.summarize()
