@@ -454,6 +454,11 @@ def _docstring(node: ast.AST) -> ast.Constant | None:
     return None
 
 
+CPP_MARKERS = ("__global__", "__device__", "#include", 'extern "C"', "torch::", "at::")
+"""Text that is C++ and not prose: a docstring holding one is checked as C++ even where the file never reads
+``__doc__`` (comments and other readers of the source are the runtime proof's to catch)."""
+
+
 def _looks_like_cpp(text: str) -> bool:
     return any(tok in text for tok in ("__global__", "#include", "torch::", "at::", "__device__", ";\n", "{"))
 
@@ -465,8 +470,8 @@ def scan(source: str, forbidden_ops: Iterable[str] = ()) -> list[Flag]:
     walker = _Walker(forbidden_ops)
     walker.docstrings = [_docstring(n) for n in ast.walk(tree) if _docstring(n) is not None]
     walker.visit(tree)
-    if walker.reads_doc:  # a docstring can reach load_inline only through __doc__
-        for doc in walker.docstrings:
+    for doc in walker.docstrings:  # a docstring reaches load_inline through __doc__; one that is C++ is checked anyway
+        if walker.reads_doc or any(tok in doc.value for tok in CPP_MARKERS):
             walker.cpp_flags(doc)
     if not _defines_kernel(tree):
         walker.flags.append(Flag(code="static.no_kernel", message="the file defines no top-level kernel(...)",

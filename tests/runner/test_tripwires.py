@@ -138,6 +138,8 @@ def test_docstrings_are_prose_unless_the_file_reads_doc() -> None:
                    "src = getattr(kernel, '__doc__')\n"):
         flags = scan(doc + body + reader)
         assert [f.line for f in flags if f.code == "static.library_call"] == [1, 2], reader
+    cpp = '"""extern "C" int cublasGemmEx(void*);\nvoid f() { cublasGemmEx(0); }"""\n'
+    assert [f.line for f in scan(cpp + body) if f.code == "static.library_call"] == [1, 2], "C++ in a docstring"
 
 
 def test_every_reference_passes_the_tripwires() -> None:
