@@ -191,7 +191,8 @@ class _Walker(ast.NodeVisitor):
         self.forbid_matmul = "@" in forbidden
         self._seen: set[tuple[str, int, str]] = set()
         self.docstrings: list[ast.Constant] = []
-        """Docstrings: prose (a reference's figure table names cuBLAS), read as C++ only if the file reads __doc__."""
+        """Docstrings: prose (a reference's figure table names cuBLAS), read as C++ only where the file reads __doc__
+        or the docstring holds one of :data:`CPP_MARKERS` (:func:`scan`)."""
         self.reads_doc = False
 
     # ----------------------------------------------------------------------------------------- helpers
@@ -429,7 +430,7 @@ class _Walker(ast.NodeVisitor):
         m = SECRET_PATH.search(node.value)
         if m:
             self.flag("secret_path", node, f"string {m.group(0)!r}")
-        if any(node is d for d in self.docstrings):
+        if node in self.docstrings:  # ast nodes compare by identity
             return
         self.cpp_flags(node)
 
@@ -460,7 +461,7 @@ CPP_MARKERS = ("__global__", "__device__", "#include", 'extern "C"', "torch::", 
 
 
 def _looks_like_cpp(text: str) -> bool:
-    return any(tok in text for tok in ("__global__", "#include", "torch::", "at::", "__device__", ";\n", "{"))
+    return any(tok in text for tok in (*CPP_MARKERS, ";\n", "{"))
 
 
 def scan(source: str, forbidden_ops: Iterable[str] = ()) -> list[Flag]:
