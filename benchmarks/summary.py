@@ -160,7 +160,7 @@ CANDIDATE_FILES = ("round13/timing_repeat_h200.json", "round14/timing_repeat_h20
                    "round16/timing_repeat_gemm_bias_act.json", "round16/timing_repeat_gemm_bf16_flash.json",
                    "round17/references_candidates.json", "round18/references_candidates.json",
                    "round20/references_candidates_softmax.json", "round20/references_candidates_norms.json",
-                   "round20/references_candidates_memory.json")
+                   "round20/references_candidates_memory.json", "round21/references_candidates_memory2.json")
 """The evaluations of this evaluator with every candidate of the task (``bench_round.py``'s timing repeats and
 its references step), oldest first, under ``data/runs``."""
 

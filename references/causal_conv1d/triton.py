@@ -29,9 +29,9 @@ Roofline floors on H200 (bytes = 2*B*L*D*2 + (D*W + D)*2 at the measured copy ba
 ===============  ========================  ======  ==================================================
 workload         B x L x D, W, nseq        floor   H200: time, fraction of floor, x best peer
 ===============  ========================  ======  ==================================================
-mamba2_prefill   8 x 4096 x 5376, 4, 0     169 us  318 us, 0.53, 10.63x eager
-long_single_seq  1 x 131072 x 4096, 4, 0   515 us  937 us, 0.55, 11.26x eager
-varlen_packed    1 x 65536 x 4096, 4, 512  258 us  783 us, 0.33, 1.14x compile
+mamba2_prefill   8 x 4096 x 5376, 4, 0     169 us  318 us, 0.54, 10.63x eager
+long_single_seq  1 x 131072 x 4096, 4, 0   515 us  937 us, 0.56, 11.25x eager
+varlen_packed    1 x 65536 x 4096, 4, 512  258 us  782 us, 0.34, 1.14x compile
 ===============  ========================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

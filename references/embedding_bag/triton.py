@@ -32,9 +32,9 @@ bandwidth; rows_read is nnz for uniform indices and the expected distinct rows f
 ==================  =======================================  ======  ==================================================
 workload            V x D dtype, B bags, nnz, rows_read      floor   H200: time, fraction of floor, x best peer
 ==================  =======================================  ======  ==================================================
-dlrm_fp32_d128      20M x 128 fp32, 65536, 4194304, 4194304  536 us  647 us, 0.83, 2.50x eager
-small_dim_bf16_d32  10M x 32 bf16, 262144, 8388608, 8388608  162 us  315 us, 0.52, 27.59x eager_fp32
-skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050    101 us  917 us, 0.11, 18.27x eager
+dlrm_fp32_d128      20M x 128 fp32, 65536, 4194304, 4194304  536 us  648 us, 0.84, 2.50x eager
+small_dim_bf16_d32  10M x 32 bf16, 262144, 8388608, 8388608  162 us  294 us, 0.56, 29.53x eager_fp32
+skewed_bags_zipf    4M x 128 fp32, 65536, 4194304, 660050    101 us  919 us, 0.11, 18.11x eager
 ==================  =======================================  ======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -27,9 +27,9 @@ Roofline floors on H200 (bytes = 4*N + 4*NB at the measured copy bandwidth):
 ===========  =========================  =======  ==================================================
 workload     N / NB                     floor    H200: time, fraction of floor, x best peer
 ===========  =========================  =======  ==================================================
-uniform_256  268435456 / 256            258 us   860 us, 0.30, 2.41x eager
-hot_bin_256  268435456 / 256 (90% hot)  258 us   859 us, 0.30, 31.24x compile
-vocab_bins   67108864 / 131072          64.5 us  717 us, 0.09, 1.52x eager
+uniform_256  268435456 / 256            258 us   860 us, 0.31, 2.45x eager
+hot_bin_256  268435456 / 256 (90% hot)  258 us   860 us, 0.31, 31.23x eager
+vocab_bins   67108864 / 131072          64.5 us  802 us, 0.08, 1.41x compile
 ===========  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -34,9 +34,9 @@ capped by PARTIAL_BUDGET so it stays L2-resident: mostly L2 hits, not HBM traffi
 ===============  ===========  =======  ==================================================
 workload         bytes        floor    H200: time, fraction of floor, x best peer
 ===============  ===========  =======  ==================================================
-llama_8k         805,519,360  193 us   281 us, 0.69, 1.03x liger
-many_rows_n1024  806,365,184  194 us   263 us, 0.74, 0.99x compile
-wide_few_rows    201,506,816  48.4 us  115 us, 0.42, 1.09x compile
+llama_8k         805,519,360  193 us   281 us, 0.70, 0.84x compile_max_autotune
+many_rows_n1024  806,365,184  194 us   263 us, 0.75, 0.87x compile_max_autotune
+wide_few_rows    201,506,816  48.4 us  115 us, 0.43, 1.00x compile_max_autotune
 ===============  ===========  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

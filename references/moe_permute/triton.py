@@ -30,9 +30,9 @@ bandwidth):
 ==================  ===================  =======  ==================================================
 workload            T, E, k, H           floor    H200: time, fraction of floor, x best peer
 ==================  ===================  =======  ==================================================
-mixtral_8e_top2     16384, 8, 2, 4096    97.0 us  139 us, 0.70, 3.11x eager
-deepseek_256e_top8  8192, 256, 8, 7168   256 us   355 us, 0.72, 2.57x eager
-skewed_128e_top8    32768, 128, 8, 2048  295 us   426 us, 0.69, 2.77x eager
+mixtral_8e_top2     16384, 8, 2, 4096    97.0 us  139 us, 0.71, 3.16x eager_stable
+deepseek_256e_top8  8192, 256, 8, 7168   256 us   356 us, 0.73, 2.54x eager
+skewed_128e_top8    32768, 128, 8, 2048  295 us   427 us, 0.70, 2.76x eager
 ==================  ===================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

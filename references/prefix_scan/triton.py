@@ -35,9 +35,9 @@ Roofline floors on H200 (bytes = 2*B*N*elt at the measured copy bandwidth):
 ===============  =============  =========  ==================================================
 workload         B x N          HBM floor  H200: time, fraction of floor, x best peer
 ===============  =============  =========  ==================================================
-giant_1d_int32   1 x 268435456  515 us     628 us, 0.82, 1.35x eager
-vocab_rows_fp32  512 x 131072   129 us     148 us, 0.87, 1.46x compile
-short_rows_fp32  262144 x 256   129 us     130 us, 0.99, 1.01x compile
+giant_1d_int32   1 x 268435456  515 us     629 us, 0.83, 0.90x compile_max_autotune
+vocab_rows_fp32  512 x 131072   129 us     148 us, 0.89, 1.05x compile_max_autotune
+short_rows_fp32  262144 x 256   129 us     130 us, 1.01, 1.00x compile_max_autotune
 ===============  =============  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

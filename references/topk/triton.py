@@ -44,10 +44,10 @@ Roofline floors on H200 (bytes = B*V*elt + B*k*(elt + 8) at the measured copy ba
 ======================  =========================  =======  ==================================================
 workload                B x V, k, dtype            floor    H200: time, fraction of floor, x best peer
 ======================  =========================  =======  ==================================================
-sampling_k50            256 x 128256, 50, fp32     31.6 us  354 us, 0.09, 1.35x compile
-sparse_attention_k2048  1024 x 131072, 2048, fp32  135 us   1.42 ms, 0.09, 1.18x compile
+sampling_k50            256 x 128256, 50, fp32     31.6 us  906 us, 0.04, 0.53x compile
+sparse_attention_k2048  1024 x 131072, 2048, fp32  135 us   1.42 ms, 0.10, 1.18x eager
 moe_router_k8           32768 x 256, 8, fp32       8.81 us  92.0 us, 0.10, 4.44x eager
-bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  448 us, 0.04, 0.75x compile
+bf16_ties_k256          128 x 256000, 256, bf16    15.8 us  449 us, 0.04, 0.75x eager
 ======================  =========================  =======  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
