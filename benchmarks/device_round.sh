@@ -19,7 +19,7 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
-# Round 21 (2026-12-04, runs/round21): compile max-autotune with every other candidate on 9 memory-bound tasks (770 s):
+# Round 21 (2026-12-04, runs/round21): compile max-autotune with every other candidate on 9 memory-bound tasks (763 s):
 #   STEPS=references LIMIT_references=1100 REFERENCES_TASKS="layernorm_backward prefix_scan causal_conv1d embedding_bag
 #   moe_permute histogram topk spmv_csr selective_scan"
 # Next: max-autotune on the 9 GEMM/attention/convolution tasks (a round each or two), STEPS="full full_warm" on all.
