@@ -19,10 +19,17 @@
 # ABLATE_TASKS the references ablated, ABLATE_BUDGET_S stops the ablation between references. Keep the device calls
 # back to back: a machine left idle for 30 s is given back with the round's files (round 9 lost two thirds of its
 # budget so).
+# Round 22 (2026-12-04, runs/round22): compile max-autotune with every other candidate on the 9 GEMM, attention and
+# convolution tasks (474 s), then, on the same machine, the suite cold (runs/round22b, 460 s; the warm rerun was cut
+# after 6 tasks when the machine was given back):
+#   STEPS=references LIMIT_references=1560 REFERENCES_TASKS="gemm_bf16 gemm_bias_act gemm_splitk conv2d_implicit_gemm
+#   flash_decoding paged_attention_decode gemm_fp8_blockwise flash_attention_fwd grouped_gemm_moe"
+#   STEPS="full full_warm"
+# Next: STEPS=full_warm right after STEPS=full in one call's reach (the warm rerun on the same machine), the timing
+#   spread of the vendor baselines, topk's bucket-overflow path.
 # Round 21 (2026-12-04, runs/round21): compile max-autotune with every other candidate on 9 memory-bound tasks (763 s):
 #   STEPS=references LIMIT_references=1100 REFERENCES_TASKS="layernorm_backward prefix_scan causal_conv1d embedding_bag
 #   moe_permute histogram topk spmv_csr selective_scan"
-# Next: max-autotune on the 9 GEMM/attention/convolution tasks (a round each or two), STEPS="full full_warm" on all.
 # Round 19 (2026-12-04, runs/round19): the suite cold (453 s) and warm (206 s), the GPU tests (15 passed, 1 skipped,
 # 224 s), histogram's ablation (35 s); four references were rejected by the tripwire reading their docstring tables
 # as C++ (fixed), and a second machine (runs/round19b) reran them cold (102 s) and warm (29 s):

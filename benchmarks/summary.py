@@ -11,14 +11,15 @@ round 11 also one softmax evaluation's phases before and after its evaluator cha
 figure, an eager-only evaluation before and after shared GPU buffers and a full run cut after 7 of 26 tasks), ``benchmarks/data/ablation_h200.json`` and
 ``benchmarks/data/timing_repeat_h200.json`` when they exist, and ``benchmarks/data/floors_h200.json`` (both floors of
 topk, histogram, spmv_csr and selective_scan: ``benchmarks/floor_microbench.py``). The suite's wall time, the timing
-spread and the GPU tests come from the newest rounds' raw files: ``data/runs/round19/full_round.json`` and
-``full_warm_round.json`` (the suite cold, then again warm; ``round19b`` reran four of its tasks),
+spread and the GPU tests come from the newest rounds' raw files: ``data/runs/round22b/full_round.json`` (the suite
+cold on one machine; its warm rerun, cut after 6 tasks, is ``full_run_warm_partial``), ``data/runs/round19/
+full_warm_round.json`` (the suite warm; ``round19b`` reran four of its tasks),
 ``data/runs/round13`` and ``round14/timing_repeat_h200.json`` (five evaluations of ten tasks; round 16's
 ``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
 evaluations, with the autotuner's choices kept) and ``data/runs/round19/gpu_tests.log`` (else round 17's). Each
 workload's kernel figures and best peer come from the newest of these files that timed its task against every
 candidate (:data:`CANDIDATE_FILES`: the timing repeats, rounds 17 and 18's ``references_candidates.json`` and round
-20's compile max-autotune on 8 memory-bound tasks), else
+20-22's compile max-autotune with every other candidate), else
 from the older files above; ``baselines_not_timed`` names the candidates without a figure, and why;
 ``ablation.stale`` names the references whose ablation records were measured on other code. Every figure says
 where it comes from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is
@@ -101,6 +102,7 @@ def full_run(*paths: Path) -> dict[str, Any] | None:
         for k, v in (r.get("phases") or {}).items():
             phases[k] = phases.get(k, 0.0) + v
     return {"wall_s": round(wall, 1), "tasks": len(runs),
+            "task_wall_s": {t: round(r["wall_s"], 1) for t, r in sorted(runs.items())},
             "passed": sum(r["status"] == "passed" for r in runs.values()),
             "not_passed": sorted(t for t, r in runs.items() if r["status"] != "passed"),
             "phases_s": {k: round(v, 1) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
@@ -160,7 +162,8 @@ CANDIDATE_FILES = ("round13/timing_repeat_h200.json", "round14/timing_repeat_h20
                    "round16/timing_repeat_gemm_bias_act.json", "round16/timing_repeat_gemm_bf16_flash.json",
                    "round17/references_candidates.json", "round18/references_candidates.json",
                    "round20/references_candidates_softmax.json", "round20/references_candidates_norms.json",
-                   "round20/references_candidates_memory.json", "round21/references_candidates_memory2.json")
+                   "round20/references_candidates_memory.json", "round21/references_candidates_memory2.json",
+                   "round22/references_candidates_gemm_attention.json")
 """The evaluations of this evaluator with every candidate of the task (``bench_round.py``'s timing repeats and
 its references step), oldest first, under ``data/runs``."""
 
@@ -428,8 +431,11 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
     runs = root / "data" / "runs"
     # Round 19 ran the suite cold, then once more warm (the baseline cache and each reference's Triton cache); four
     # references failed a tripwire that read their docstrings as C++ and were rerun, cold then warm, after the fix.
-    cold = full_run(runs / "round19" / "full_round.json", runs / "round19b" / "full_round.json")
+    # Round 22b ran the whole suite cold on one machine (the cold figure); its warm rerun was cut after 6 tasks when
+    # the machine was given back, so the warm figure stays round 19's, and the cut rerun is reported as partial.
+    cold = full_run(runs / "round22b" / "full_round.json")
     warm = full_run(runs / "round19" / "full_warm_round.json", runs / "round19b" / "full_warm_round.json")
+    warm_cut = full_run(runs / "round22b" / "full_warm_round.json")
     if warm:
         out["full_run_s"] = warm["wall_s"]
         out["full_run_source"] = (f"{warm['source']} ({warm['gpu']}, {warm['date']}; eager baseline only; "
@@ -438,6 +444,9 @@ def summarize(root: Path = HERE) -> dict[str, Any]:
         out["full_run"] = warm
     if cold:
         out["full_run_cold"] = cold
+    if warm_cut and cold and warm_cut["tasks"] < cold["tasks"]:
+        out["full_run_warm_partial"] = {**warm_cut, "cold_wall_s_same_tasks": round(sum(
+            cold["task_wall_s"][t] for t in warm_cut["task_wall_s"]), 1)}
     spread = repeat_spread([runs / "round13" / "timing_repeat_h200.json", runs / "round14" / "timing_repeat_h200.json",
                             runs / "round16" / "timing_repeat_gemm_bias_act.json",
                             runs / "round16" / "timing_repeat_gemm_bf16_flash.json"])

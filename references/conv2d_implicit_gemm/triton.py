@@ -38,7 +38,7 @@ copy bandwidth, are lower on every workload):
 workload          GEMM view (M x N_gemm x R*S*C)  compute floor  H200: time, fraction of floor, x best peer
 ================  ==============================  =============  ==================================================
 resnet_stage_256  200704 x 256 x 2304             314 us         415 us, 0.73, 0.73x compile
-vae_decoder_512   131072 x 512 x 4608             820 us         1.02 ms, 0.77, 0.75x compile
+vae_decoder_512   131072 x 512 x 4608             820 us         1.02 ms, 0.77, 0.75x compile_max_autotune
 wide_spatial_c64  1048576 x 64 x 576              103 us         315 us, 0.31, 0.52x cudnn_benchmark
 ================  ==============================  =============  ==================================================
 

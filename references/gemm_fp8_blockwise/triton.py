@@ -36,9 +36,9 @@ model at the measured copy bandwidth; the floor is the larger):
 ======================  ===================  =================  ==================================================
 workload                M x N x K            floor (bound)      H200: time, fraction of floor, x best peer
 ======================  ===================  =================  ==================================================
-dsv3_dense_up           4096 x 18432 x 7168  843 us (compute)   1.17 ms, 0.65, 0.68x compile
-dsv3_dense_down_long_k  8192 x 7168 x 18432  1.69 ms (compute)  2.42 ms, 0.63, 0.67x compile
-decode_m32              32 x 7168 x 18432    32.0 us (HBM)      55.0 us, 0.58, 1.14x compile
+dsv3_dense_up           4096 x 18432 x 7168  843 us (compute)   1.18 ms, 0.65, 0.69x compile_max_autotune
+dsv3_dense_down_long_k  8192 x 7168 x 18432  1.69 ms (compute)  2.42 ms, 0.63, 0.69x compile
+decode_m32              32 x 7168 x 18432    32.0 us (HBM)      55.3 us, 0.57, 1.12x compile_max_autotune
 ======================  ===================  =================  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -45,10 +45,10 @@ measured dense bf16 rate; the floor is the larger):
 ===============  ==================  =============  ==================================================
 workload         M x N x K           floor (bound)  H200: time, fraction of floor, x best peer
 ===============  ==================  =============  ==================================================
-decode_m1        1 x 8192 x 8192     32.2 us (HBM)  48.3 us, 0.67, 0.91x eager
-decode_m16_down  16 x 4096 x 14336   28.3 us (HBM)  41.5 us, 0.68, 1.01x cublas
-batch64_square   64 x 8192 x 8192    32.7 us (HBM)  48.2 us, 0.68, 0.94x cublaslt
-wgrad_long_k     256 x 4096 x 65536  182 us (MMA)   284 us, 0.62, 0.68x cublas
+decode_m1        1 x 8192 x 8192     32.2 us (HBM)  48.8 us, 0.65, 0.78x compile_max_autotune
+decode_m16_down  16 x 4096 x 14336   28.3 us (HBM)  42.0 us, 0.67, 1.01x compile
+batch64_square   64 x 8192 x 8192    32.7 us (HBM)  49.5 us, 0.65, 0.90x compile_max_autotune
+wgrad_long_k     256 x 4096 x 65536  182 us (MMA)   288 us, 0.61, 0.69x compile
 ===============  ==================  =============  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -36,10 +36,10 @@ W[e] once per touched expert, at the measured copy bandwidth; the floor is the l
 ====================  ======================  =================  ==================================================
 workload              E, T, K, N              floor (bound)      H200: time, fraction of floor, x best peer
 ====================  ======================  =================  ==================================================
-mixtral_prefill       8, 16384, 4096, 14336   2.55 ms (compute)  2.50 ms, 0.98, 1.02x compile
-fine_grained_prefill  128, 32768, 2048, 1536  273 us (compute)   400 us, 0.66, 1.08x grouped_mm
-skewed_routing        64, 16384, 2048, 2816   251 us (compute)   423 us, 0.57, 1.02x compile
-decode_fine_grained   128, 256, 2048, 1536    168 us (HBM)       174 us, 0.97, 1.36x eager
+mixtral_prefill       8, 16384, 4096, 14336   2.55 ms (compute)  2.55 ms, 0.96, 1.01x compile_max_autotune
+fine_grained_prefill  128, 32768, 2048, 1536  273 us (compute)   406 us, 0.65, 1.08x compile_max_autotune
+skewed_routing        64, 16384, 2048, 2816   251 us (compute)   421 us, 0.57, 1.03x grouped_mm
+decode_fine_grained   128, 256, 2048, 1536    168 us (HBM)       176 us, 0.95, 1.03x compile_max_autotune
 ====================  ======================  =================  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -46,9 +46,9 @@ Roofline floors on H200 (bytes from the cost model at the measured copy bandwidt
 ==============  ========================================  =========  ==================================================
 workload        B, Hq, Hkv, D, P, context lengths         HBM floor  H200: time, fraction of floor, x best peer
 ==============  ========================================  =========  ==================================================
-uniform_b64_4k  64, 32, 8, 128, 16, 64 x 4096             258 us     334 us, 0.78, 2.89x compile
-skewed_lengths  64, 32, 8, 128, 16, 60 x 509 + 4 x 65519  288 us     406 us, 0.71, 3.16x compile
-long_b8_32k     8, 64, 8, 128, 16, 8 x 32768              258 us     339 us, 0.76, 3.36x compile
+uniform_b64_4k  64, 32, 8, 128, 16, 64 x 4096             258 us     336 us, 0.76, 3.29x compile
+skewed_lengths  64, 32, 8, 128, 16, 60 x 509 + 4 x 65519  288 us     407 us, 0.70, 3.20x eager
+long_b8_32k     8, 64, 8, 128, 16, 8 x 32768              258 us     342 us, 0.75, 3.14x compile_max_autotune
 ==============  ========================================  =========  ==================================================
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import benchmarks.summary as summary
 
 DATA = Path(summary.__file__).resolve().parent / "data"
 
 
 def _run(status: str, median_ms: float, baselines: dict[str, float], moved: bool = False) -> dict:
-    return {"status": status, "clocks": {"moved": moved}, "phases": {"timing": 1.0, "correctness": 2.0},
+    return {"status": status, "clocks": {"moved": moved}, "phases": {"timing": 1.0, "correctness": 2.0}, "wall_s": 5.0,
             "workloads": [{"name": "w", "median_ms": median_ms,
                            "baselines": [{"name": k, "median_ms": v} for k, v in baselines.items()]}]}
 
@@ -54,6 +56,7 @@ def test_a_suite_run_sums_its_phases_and_names_what_did_not_pass(tmp_path: Path)
     assert got is not None
     assert (got["wall_s"], got["tasks"], got["passed"], got["not_passed"]) == (12.3, 2, 1, ["b"])
     assert got["phases_s"] == {"correctness": 4.0, "timing": 2.0}
+    assert got["task_wall_s"] == {"a": 5.0, "b": 5.0}
 
 
 def test_gpu_tests_are_counted_from_the_log(tmp_path: Path) -> None:
@@ -71,6 +74,11 @@ def test_the_committed_figures_come_from_the_newest_rounds() -> None:
     assert s["full_run_s"] == round(runs[0]["total_wall_s"] + runs[1]["total_wall_s"] - rerun, 1)
     assert s["full_run"]["passed"] == s["full_run"]["tasks"] == s["full_run_cold"]["passed"] == 26
     assert s["full_run_cold"]["wall_s"] > s["full_run_s"]
+    cold = json.loads((DATA / "runs" / "round22b" / "full_round.json").read_text())  # one machine, every task
+    assert s["full_run_cold"]["wall_s"] == round(cold["total_wall_s"], 1)
+    cut = s["full_run_warm_partial"]  # round 22b's warm rerun, cut after a few tasks
+    same = sum(cold["tasks"][t][0]["wall_s"] for t in cut["task_wall_s"])
+    assert cut["tasks"] < 26 and cut["cold_wall_s_same_tasks"] == pytest.approx(same, abs=0.05 * cut["tasks"])
     assert s["gpu_tests"]["passed"] == s["gpu_tests"]["total"] > 0
     assert len(s["timing_spread_tasks"]) >= 10
 
@@ -190,11 +198,13 @@ def test_a_later_file_with_fewer_evaluations_adds_only_the_candidates_a_row_lack
 
 
 def test_the_committed_rows_name_every_candidate_they_lack() -> None:
-    """Round 17 measured every candidate but compile max-autotune on 15 more tasks; what was not timed is named."""
+    """Rounds 17-22 measured every candidate on every task (compile max-autotune in rounds 20-22); what was not
+    timed is named, with why."""
     s = summary.summarize()
     rows = s["best_baseline_by_workload"]
     lacking = s["baselines_not_timed"]["tasks_eager_and_compile_only"]
     assert len(lacking) <= 1 and all(("candidates" in r) == (k.split(":")[0] not in lacking) for k, r in rows.items())
-    assert "compile_max_autotune" in s["baselines_not_timed"]["excluded"]
-    assert any("compile_max_autotune" in m for m in s["missing"])
+    assert s["baselines_not_timed"]["excluded"] == []
+    assert not any("compile_max_autotune" in m for m in s["missing"])
+    assert all(isinstance(r["candidates"].get("compile_max_autotune"), (float, str)) for r in rows.values())
     assert s["baselines_not_timed"]["candidates"]["flashinfer"]["reasons"] == ["not installed: flashinfer"]
