@@ -44,8 +44,8 @@ wide_spatial_c64  1048576 x 64 x 576              103 us         315 us, 0.31, 0
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-Below the best baseline (cuDNN through F.conv2d) on every workload: resnet_stage_256 (0.72x of torch.compile's
-302 us), vae_decoder_512 (0.76x of torch.compile's 771 us), wide_spatial_c64 (0.52x of torch.compile's 164 us).
+Below the best peer on every workload (the table's last column): eager F.conv2d, cuDNN with cudnn.benchmark and
+torch.compile in either mode all run within 1% of each other there, likely the same cuDNN kernel.
 The compute floor is not cuDNN's ceiling (cuDNN runs the two large layers at 1.04-1.06 of it). This kernel is
 likely latency-bound on the pointer gathers and barriers of each K step, and wide_spatial_c64 likely L2-bound at
 BN = 64 (NOTES.md).

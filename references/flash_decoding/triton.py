@@ -55,9 +55,9 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/data/references_h200.json, 2026-11-30).
 The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
 candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
-Against the best baseline (SDPA, eager or compiled): b64_4k_gqa8 1.01x; b1_64k 0.99x (79.5 vs 79.0 us), b16_16k
-0.99x (253 vs 250 us) and mha_b4_16k 0.99x (252 vs 250 us), all within 1.2% and at or above the copy floor
-(1.01x) except b1_64k (0.80: 256 programs, under two per SM, and 32 splits to merge).
+Against the best peer (SDPA, eager or compiled in either mode; the table's last column): within 2% on every
+workload, and at 0.99-1.0 of the copy floor except b1_64k (about 0.8: 256 programs, under two per SM, and 32 splits
+to merge).
 Investigation notes: references/flash_decoding/NOTES.md.
 """
 

@@ -43,8 +43,8 @@ decode_m32              32 x 7168 x 18432    32.0 us (HBM)      55.3 us, 0.57, 1
 
 Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8 1284 TFLOP/s;
 benchmarks/data/references_h200.json, 2026-11-30).
-Below the best baseline: dsv3_dense_up (0.70x of torch.compile's 823 us), dsv3_dense_down_long_k (0.70x of
-eager's 1.71 ms). No tile, stage or warp configuration changed that on the H200 (24 swept,
+Below the best peer (torch.compile, either mode; the table's last column) on dsv3_dense_up and
+dsv3_dense_down_long_k, at about 0.7x. No tile, stage or warp configuration changed that on the H200 (24 swept,
 benchmarks/data/runs/round7/tune_gemms_topk.json: 2.43-2.49 ms at dsv3_dense_down_long_k).
 Triton 3.6 waits for each K block's WGMMAs before the promotion FMAs (the sm_90a PTX, in NOTES.md).
 The per-block wait comes from the fresh ``tl.dot`` that the ~14-bit accumulator requires; overlapping it needs two

@@ -55,11 +55,11 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/data/references_h200.json, 2026-11-30).
 The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
 candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
-Against the best baseline (cuBLAS through A @ B.T): decode_m16_down 1.01x; decode_m1 0.92x (48.5 vs 44.5 us: the
-CUDA-core GEMV streams B at 2.8 TB/s where cuBLAS reaches 3.0, and no BN/BK/split swept closed it),
-batch64_square 0.95x (49.1 vs 46.6 us), wgrad_long_k 0.69x (289 vs 200 us). At M = 256 the split-K tiles reach
-0.62 of the compute floor where cuBLAS reaches ~0.9; Stream-K at 128 x 128 was slower still (359 us). Closing it
-needs a warp-specialized, TMA-fed pipeline on M = 256, beyond what the swept configurations give.
+Against the best peer (the table's last column) only decode_m16_down is at par. On decode_m1 the CUDA-core GEMV
+streams B at 2.8 TB/s where cuBLAS reaches 3.0, and no BN/BK/split swept closed it; compile max-autotune's choice
+ran it in 38.3 us in round 22, 14% under cuBLAS (its kernel was not inspected). At M = 256 (wgrad_long_k) the
+split-K tiles reach 0.62 of the compute floor where cuBLAS reaches ~0.9; Stream-K at 128 x 128 was slower still
+(359 us). Closing it needs a warp-specialized, TMA-fed pipeline on M = 256, beyond what the swept configurations give.
 The HBM-bound three stream B at 2.77-2.81 TB/s (cuBLAS 2.79-3.01); wgrad_long_k is likely held by the operand
 traffic of a small-N wgmma tile fed by one synchronous warpgroup (NOTES.md).
 Investigation notes: references/gemm_splitk/NOTES.md.

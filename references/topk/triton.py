@@ -54,10 +54,12 @@ Floors use the rates measured on the H200 (copy 4.17 TB/s, bf16 754 TFLOP/s, fp8
 benchmarks/data/references_h200.json, 2026-11-30).
 The last column is benchmarks/summary.py's row for the workload: the newest evaluation against every baseline
 candidate, and the fastest candidate correct in every evaluation (benchmarks/docstring_figures.py writes it).
-Against the best baseline: sampling_k50 1.36x and sparse_attention_k2048 1.18x of torch.topk (0.72x and 0.56x with the
-capped persistent grid); bf16_ties_k256 0.76x of eager torch.topk's 338 us. Its 256000-key rows hold so many equal bf16
-keys that the threshold bucket can overflow the candidate buffer, and the candidate passes then re-read whole rows; with
-all 128 rows in flight (no L2 cap) it was slower still (498 us). The time split between the passes was not measured.
+The last column pools every timed input draw. sampling_k50's pooled median sits on the edge between the normal draw's
+0.35 ms and the other draws' 1.47 ms, so it moves between evaluations of the same code: 1.36x and 1.35x compile in
+rounds 17 and 18, 0.53x in round 21 (NOTES.md). With a capped persistent grid (an earlier design) sampling_k50 and
+sparse_attention_k2048 ran 0.72x and 0.56x. bf16_ties_k256's 256000-key rows hold so many equal bf16 keys that the
+threshold bucket can overflow the candidate buffer, and the candidate passes then re-read whole rows; with all 128
+rows in flight (no L2 cap) it was slower still (498 us). The time split between the passes was not measured.
 Timed draws other than the catalog's (negative, coarse_ties) run 3-5x slower: references/topk/NOTES.md.
 """
 
