@@ -76,6 +76,7 @@ def test_the_committed_figures_come_from_the_newest_rounds() -> None:
     assert s["full_run_cold"]["wall_s"] > s["full_run_s"]
     cold = json.loads((DATA / "runs" / "round22b" / "full_round.json").read_text())  # one machine, every task
     assert s["full_run_cold"]["wall_s"] == round(cold["total_wall_s"], 1)
+    assert any(m.startswith("full_run_cold at or under 300 s") for m in s["missing"]) == (cold["total_wall_s"] > 300)
     cut = s["full_run_warm_partial"]  # round 22b's warm rerun, cut after a few tasks
     same = sum(cold["tasks"][t][0]["wall_s"] for t in cut["task_wall_s"])
     assert cut["tasks"] < 26 and cut["cold_wall_s_same_tasks"] == pytest.approx(same, abs=0.05 * cut["tasks"])
