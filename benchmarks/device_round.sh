@@ -25,8 +25,8 @@
 #   STEPS=references LIMIT_references=1560 REFERENCES_TASKS="gemm_bf16 gemm_bias_act gemm_splitk conv2d_implicit_gemm
 #   flash_decoding paged_attention_decode gemm_fp8_blockwise flash_attention_fwd grouped_gemm_moe"
 #   STEPS="full full_warm"
-# Next: STEPS=full_warm right after STEPS=full in one call's reach (the warm rerun on the same machine), the timing
-#   spread of the vendor baselines, topk's bucket-overflow path.
+# Next: STEPS="tune full full_warm" TUNE_TASKS=topk (the refining pass of topk's overflowing rows, per draw:
+#   references/topk/NOTES.md; then the suite cold and warm on one machine, calls back to back).
 # Round 21 (2026-12-04, runs/round21): compile max-autotune with every other candidate on 9 memory-bound tasks (763 s):
 #   STEPS=references LIMIT_references=1100 REFERENCES_TASKS="layernorm_backward prefix_scan causal_conv1d embedding_bag
 #   moe_permute histogram topk spmv_csr selective_scan"

@@ -216,6 +216,10 @@ def sweep_topk(m: Any, inputs: tuple, params: dict) -> list[Variant]:
         if progs > B:
             continue
         out.append((f"rows progs={progs} tile={tile}", kw(m.topk, _path="rows", _num_progs=progs, _tile=tile)))
+    # The refining pass on rows whose threshold bucket overflows the candidate buffer (off by default, untimed):
+    # the default rows launch with it on, per input draw (--dists all: the negative and coarse_ties draws overflow).
+    if m._pick_path(B, params["V"], params["k"], num_sms()) == "rows":
+        out.append(("rows refine", kw(m.topk, _refine=True)))
     for split in (2, 4, 8):
         out.append((f"split S={split}", kw(m.topk, _path="split", _split=split)))
     return out

@@ -25,7 +25,9 @@ Three paths, picked from the row length and the row count:
   order) appends the keys above it and the first `need` keys equal to it (rank = cumsum of the equality mask), so
   exactly k words are selected even with massive bf16 ties. They are sorted with ``tl.sort`` (k <= 2048 words) and
   unpacked; values are gathered from x. If the threshold bucket holds more than CAP keys (adversarial inputs), the
-  candidate passes read the row itself instead of the buffer.
+  candidate passes read the row itself instead of the buffer. A refining pass for that case (``_REFINE_OVERFLOW``,
+  off: checked in the interpreter, not yet timed on the H200) first splits the bucket by the next 6 key bits, one
+  more read of the row from L2, so that only the keys sharing the top 12 bits become candidates.
 - ``split`` (long rows, B < SM count): each row is cut into S chunks handled by different programs. Kernel 1 adds
   each chunk's 64-bin histogram to the row's global histogram with one atomic per bin; kernel 2 compacts each
   chunk (above-bucket keys into the row's selection buffer at slots claimed with one atomic per tile, bucket keys
@@ -76,6 +78,7 @@ INT_MIN = tl.constexpr(-2147483648)
 TOP_SHIFT = tl.constexpr(26)      # pass-1 digit: the top 6 key bits (sign + 5 exponent bits)
 NBINS1 = tl.constexpr(64)
 MASK1 = tl.constexpr(63)
+REFINE_SHIFT = tl.constexpr(20)   # the refining digit: the next 6 key bits, below the top digit
 
 _ROUTER_MAX_V = 1024
 _ROUTER_TILE = 4096     # elements per router program
@@ -83,6 +86,7 @@ _ROWS_TILE_BYTES = 8192  # bytes of keys per tile on the rows path: 2048 fp32 at
 _SPLIT_TILE = 8192      # keys per tile on the split path: 16 per thread at 16 warps (<= 128 registers)
 _L2_BUDGET = 48 << 20   # bytes of bf16 rows in flight on the rows path (H200 L2: 60 MB)
 _MIN_CHUNK = 16384      # keys per chunk on the split path
+_REFINE_OVERFLOW = False  # the rows path's refining pass on overflowing rows: off until timed on the H200
 
 
 def _interpreting() -> bool:
@@ -131,6 +135,12 @@ def _top_digit(skey):
 
 
 @triton.jit
+def _key_prefix(skey, SHIFT: tl.constexpr):
+    """The key's unsigned bits above SHIFT: the top digit at TOP_SHIFT, the top two digits at REFINE_SHIFT."""
+    return ((skey ^ INT_MIN) >> SHIFT) & ((tl.full([], 1, tl.int32) << (32 - SHIFT)) - 1)
+
+
+@triton.jit
 def _select_bucket(h, need, NBINS: tl.constexpr):
     """Bucket t holding the need-th largest key of histogram h, and the number of keys in buckets above it."""
     bins = tl.arange(0, NBINS)
@@ -141,15 +151,16 @@ def _select_bucket(h, need, NBINS: tl.constexpr):
 
 
 @triton.jit
-def _source_tile(x_row, src, start, n, V, t1, from_row, TILE: tl.constexpr, IS_BF16: tl.constexpr):
-    """Keys, indices and validity of one tile of the candidates of the threshold bucket t1: from a candidate
-    segment (packed words), or straight from the row when the buffer overflowed."""
+def _source_tile(x_row, src, start, n, V, t1, from_row, TILE: tl.constexpr, IS_BF16: tl.constexpr,
+                 SHIFT: tl.constexpr):
+    """Keys, indices and validity of one tile of the candidates of the threshold bucket t1 (the key bits above
+    SHIFT): from a candidate segment (packed words), or straight from the row when the buffer overflowed."""
     offs = start + tl.arange(0, TILE)
     ok = offs < n
     if from_row:
         skey = _skey(tl.load(x_row + offs, mask=ok, other=0.0), IS_BF16)
         idx = offs
-        ok = ok & (_top_digit(skey) == t1)
+        ok = ok & (_key_prefix(skey, SHIFT) == t1)
     else:
         w = tl.load(src + offs, mask=ok, other=0)
         skey = (w >> 32).to(tl.int32)
@@ -170,17 +181,29 @@ def _row_histogram(x_row, lo, hi, TILE: tl.constexpr, IS_BF16: tl.constexpr):
 
 
 @triton.jit
+def _bucket_histogram(x_row, V, t1, TILE: tl.constexpr, IS_BF16: tl.constexpr):
+    """The refining pass: histogram of the 6 key bits below the top digit, over the keys of bucket t1 (from L2)."""
+    h = tl.zeros([NBINS1], dtype=tl.int32)
+    for start in range(0, V, TILE):
+        offs = start + tl.arange(0, TILE)
+        skey = _skey(tl.load(x_row + offs, mask=offs < V, other=0.0, eviction_policy="evict_last"), IS_BF16)
+        ok = (offs < V) & (_top_digit(skey) == t1)
+        h += tl.histogram(_key_prefix(skey, REFINE_SHIFT) & MASK1, NBINS1, mask=ok)
+    return h
+
+
+@triton.jit
 def _compact(x_row, lo, hi, V, t1, sel, sel_base, cand, cap, SPLIT_SEL: tl.constexpr, sel_count,
-             TILE: tl.constexpr, IS_BF16: tl.constexpr):
-    """Pass 2 over x_row[lo:hi]: keys above bucket t1 go to the selection buffer, keys in t1 to the candidate
-    segment (first cap of them, in index order). Returns the number of bucket keys seen."""
+             TILE: tl.constexpr, IS_BF16: tl.constexpr, SHIFT: tl.constexpr):
+    """Pass 2 over x_row[lo:hi]: keys above bucket t1 (of the key bits above SHIFT) go to the selection buffer, keys
+    in t1 to the candidate segment (first cap of them, in index order). Returns the number of bucket keys seen."""
     n_eq = tl.zeros([], dtype=tl.int32)
     sel_base = tl.zeros([], dtype=tl.int32) + sel_base
     for start in range(lo, hi, TILE):
         offs = start + tl.arange(0, TILE)
         ok = offs < hi
         skey = _skey(tl.load(x_row + offs, mask=ok, other=0.0, eviction_policy="evict_first"), IS_BF16)
-        d = _top_digit(skey)
+        d = _key_prefix(skey, SHIFT)
         word = _pack(skey, offs, V)
         gt = ok & (d > t1)
         n_gt = tl.sum(gt.to(tl.int32), axis=0)
@@ -199,11 +222,12 @@ def _compact(x_row, lo, hi, V, t1, sel, sel_base, cand, cap, SPLIT_SEL: tl.const
 
 
 @triton.jit
-def _finish(x_row, V, k, hist, cand, counts, S, cap, sel, vals_out, idx_out,
-            K_P2: tl.constexpr, KEY_LOW: tl.constexpr, TILE: tl.constexpr, IS_BF16: tl.constexpr):
-    """Resolves the exact threshold among the bucket's candidates (S segments of up to cap words, or the row),
-    appends the keys above it and the first `need` keys equal to it to sel, sorts the k words and stores them."""
-    t1, above = _select_bucket(hist, k, NBINS1)
+def _finish(x_row, V, k, t1, above, cand, counts, S, cap, sel, vals_out, idx_out,
+            K_P2: tl.constexpr, KEY_LOW: tl.constexpr, TILE: tl.constexpr, IS_BF16: tl.constexpr,
+            SHIFT: tl.constexpr):
+    """Resolves the exact threshold among the candidates of bucket t1 (the key bits above SHIFT; `above` keys are
+    larger) in S segments of up to cap words, or the row; appends the keys above it and the first `need` keys equal
+    to it to sel, sorts the k words and stores them."""
     need = k - above
     overflow = tl.zeros([], dtype=tl.int32)
     for s in range(0, S):
@@ -212,15 +236,16 @@ def _finish(x_row, V, k, hist, cand, counts, S, cap, sel, vals_out, idx_out,
     n_segs = tl.where(from_row, 1, S)
     # Remaining key bits, 8 per pass (the last pass takes what is left above KEY_LOW).
     prefix = t1
-    for p in tl.static_range((TOP_SHIFT - KEY_LOW + 7) // 8):
-        sh = tl.maximum(tl.full([], TOP_SHIFT - 8 * (p + 1), tl.int32), KEY_LOW)  # this digit: bits [sh, sh + wd)
-        wd = (TOP_SHIFT - 8 * p) - sh
+    for p in tl.static_range((SHIFT - KEY_LOW + 7) // 8):
+        sh = tl.maximum(tl.full([], SHIFT - 8 * (p + 1), tl.int32), KEY_LOW)  # this digit: bits [sh, sh + wd)
+        wd = (SHIFT - 8 * p) - sh
         one = tl.full([], 1, tl.int32)
         h = tl.zeros([256], dtype=tl.int32)
         for s in range(0, n_segs):
             n = tl.where(from_row, V, tl.load(counts + s))
             for start in range(0, n, TILE):
-                skey, idx, ok = _source_tile(x_row, cand + s * cap, start, n, V, t1, from_row, TILE, IS_BF16)
+                skey, idx, ok = _source_tile(x_row, cand + s * cap, start, n, V, t1, from_row, TILE, IS_BF16,
+                                             SHIFT)
                 u = skey ^ INT_MIN
                 ok = ok & (((u >> (sh + wd)) & ((one << (32 - sh - wd)) - 1)) == prefix)
                 h += tl.histogram((u >> sh) & ((one << wd) - 1), 256, mask=ok)
@@ -234,7 +259,8 @@ def _finish(x_row, V, k, hist, cand, counts, S, cap, sel, vals_out, idx_out,
     for s in range(0, n_segs):
         n = tl.where(from_row, V, tl.load(counts + s))
         for start in range(0, n, TILE):
-            skey, idx, ok = _source_tile(x_row, cand + s * cap, start, n, V, t1, from_row, TILE, IS_BF16)
+            skey, idx, ok = _source_tile(x_row, cand + s * cap, start, n, V, t1, from_row, TILE, IS_BF16,
+                                         SHIFT)
             eq = ok & (skey == thr)
             rank = seen_eq + tl.cumsum(eq.to(tl.int32), axis=0)
             take = (ok & (skey > thr)) | (eq & (rank <= need))
@@ -248,6 +274,19 @@ def _finish(x_row, V, k, hist, cand, counts, S, cap, sel, vals_out, idx_out,
     idx = _unpack_index(words, V)
     tl.store(idx_out + j, idx, mask=j < k)
     tl.store(vals_out + j, tl.load(x_row + idx, mask=j < k), mask=j < k)
+
+
+@triton.jit
+def _rows_select(x_row, V, k, t1, above, cand, counts, cap, sel, vals_out, idx_out,
+                 K_P2: tl.constexpr, KEY_LOW: tl.constexpr, TILE: tl.constexpr, IS_BF16: tl.constexpr,
+                 SHIFT: tl.constexpr):
+    """One row of the rows path once its threshold bucket t1 (the key bits above SHIFT) is known: compaction, then
+    the exact threshold among the candidates, selection and sort."""
+    n_eq = _compact(x_row, 0, V, V, t1, sel, 0, cand, cap, False, counts, TILE, IS_BF16, SHIFT)
+    tl.store(counts, n_eq)
+    tl.debug_barrier()  # candidates, selection and counts were written by other threads of this program
+    _finish(x_row, V, k, t1, above, cand, counts, 1, cap, sel, vals_out, idx_out, K_P2, KEY_LOW, TILE, IS_BF16,
+            SHIFT)
 
 
 # ------------------------------------------------------------------------------------------------ kernels
@@ -284,11 +323,13 @@ def _topk_rows_kernel(
     B, V, k, cap,
     stride_xb,
     num_progs,
-    K_P2: tl.constexpr, KEY_LOW: tl.constexpr, TILE: tl.constexpr, IS_BF16: tl.constexpr,
+    K_P2: tl.constexpr, KEY_LOW: tl.constexpr, TILE: tl.constexpr, IS_BF16: tl.constexpr, REFINE: tl.constexpr,
 ):
     """Rows pid, pid + num_progs, ...: radix selection of one row at a time. Reads the row from HBM once (pass 1)
     and from L2 once (pass 2), then only the bucket's candidates; writes k*(elt + 8) bytes per row. The
-    candidate (cap words), selection (K_P2 words), histogram and count buffers are this program's own."""
+    candidate (cap words), selection (K_P2 words), histogram and count buffers are this program's own. With
+    REFINE, a row whose threshold bucket holds more than cap keys takes one more pass from L2 first: the bucket's
+    histogram of the next 6 key bits, so that only the keys sharing the top 12 bits become candidates."""
     pid = tl.program_id(0)
     cand = cand_ptr + pid.to(tl.int64) * cap
     counts = count_ptr + pid
@@ -297,12 +338,18 @@ def _topk_rows_kernel(
         x_row = x_ptr + tl.cast(row, tl.int64) * stride_xb
         h1 = _row_histogram(x_row, 0, V, TILE, IS_BF16)
         t1, above = _select_bucket(h1, k, NBINS1)
-        n_eq = _compact(x_row, 0, V, V, t1, sel, 0, cand, cap, False, count_ptr, TILE, IS_BF16)
-        tl.store(counts, n_eq)
-        tl.debug_barrier()  # candidates, selection and counts were written by other threads of this program
         out = tl.cast(row, tl.int64) * k
-        _finish(x_row, V, k, h1, cand, counts, 1, cap, sel, vals_ptr + out, idx_ptr + out,
-                K_P2, KEY_LOW, TILE, IS_BF16)
+        if REFINE:
+            if tl.sum(tl.where(tl.arange(0, NBINS1) == t1, h1, 0), axis=0) > cap:
+                t2, above2 = _select_bucket(_bucket_histogram(x_row, V, t1, TILE, IS_BF16), k - above, NBINS1)
+                _rows_select(x_row, V, k, (t1 << 6) | t2, above + above2, cand, counts, cap, sel, vals_ptr + out,
+                             idx_ptr + out, K_P2, KEY_LOW, TILE, IS_BF16, REFINE_SHIFT)
+            else:
+                _rows_select(x_row, V, k, t1, above, cand, counts, cap, sel, vals_ptr + out, idx_ptr + out,
+                             K_P2, KEY_LOW, TILE, IS_BF16, TOP_SHIFT)
+        else:
+            _rows_select(x_row, V, k, t1, above, cand, counts, cap, sel, vals_ptr + out, idx_ptr + out,
+                         K_P2, KEY_LOW, TILE, IS_BF16, TOP_SHIFT)
         tl.debug_barrier()  # the next row reuses this program's buffers
 
 
@@ -340,7 +387,7 @@ def _topk_split_compact_kernel(
     x_row = x_ptr + row.to(tl.int64) * stride_xb
     seg = row * S + s
     n_eq = _compact(x_row, lo, tl.minimum(lo + chunk, V), V, t1, sel_ptr + row.to(tl.int64) * K_P2, 0,
-                    cand_ptr + seg.to(tl.int64) * cap, cap, True, sel_count_ptr + row, TILE, IS_BF16)
+                    cand_ptr + seg.to(tl.int64) * cap, cap, True, sel_count_ptr + row, TILE, IS_BF16, TOP_SHIFT)
     tl.store(count_ptr + seg, n_eq)
 
 
@@ -353,11 +400,11 @@ def _topk_split_finish_kernel(
 ):
     """Row pid: resolves the threshold over the S candidate segments, sorts the k selected words, stores them."""
     row = tl.program_id(0)
-    h1 = tl.load(hist_ptr + row * (NBINS1) + tl.arange(0, NBINS1))
+    t1, above = _select_bucket(tl.load(hist_ptr + row * (NBINS1) + tl.arange(0, NBINS1)), k, NBINS1)
     out = row.to(tl.int64) * k
-    _finish(x_ptr + row.to(tl.int64) * stride_xb, V, k, h1, cand_ptr + (row * S).to(tl.int64) * cap,
+    _finish(x_ptr + row.to(tl.int64) * stride_xb, V, k, t1, above, cand_ptr + (row * S).to(tl.int64) * cap,
             count_ptr + row * S, S, cap, sel_ptr + row.to(tl.int64) * K_P2, vals_ptr + out, idx_ptr + out,
-            K_P2, KEY_LOW, TILE, IS_BF16)
+            K_P2, KEY_LOW, TILE, IS_BF16, TOP_SHIFT)
 
 
 # ------------------------------------------------------------------------------------------------ launcher
@@ -376,7 +423,8 @@ def _default_cap(V: int, k: int, tile: int) -> int:
 
 
 def topk(x: torch.Tensor, k: int, *, _path: str | None = None, _tile: int | None = None, _cap: int | None = None,
-         _num_progs: int | None = None, _split: int | None = None, _rows: int | None = None):
+         _num_progs: int | None = None, _split: int | None = None, _rows: int | None = None,
+         _refine: bool | None = None):
     """Row-wise top-k (largest, sorted) of a 2-D fp32/bf16 tensor: (values [B, k], int64 indices [B, k]).
 
     The underscored arguments override the launcher's choices; tests use them to run every path on small
@@ -425,8 +473,10 @@ def topk(x: torch.Tensor, k: int, *, _path: str | None = None, _tile: int | None
         cand = torch.empty((progs, cap), dtype=torch.int64, device=dev)
         counts = torch.empty(progs, dtype=torch.int32, device=dev)
         sel = torch.empty((progs, k_p2), dtype=torch.int64, device=dev)
+        refine = _REFINE_OVERFLOW if _refine is None else bool(_refine)
         _topk_rows_kernel[(progs,)](x, values, indices, cand, counts, sel, B, V, k, cap, x.stride(0), progs,
-                                    K_P2=k_p2, KEY_LOW=key_low, TILE=tile, IS_BF16=is_bf16, num_warps=warps)
+                                    K_P2=k_p2, KEY_LOW=key_low, TILE=tile, IS_BF16=is_bf16, REFINE=refine,
+                                    num_warps=warps)
     elif path == "split":
         tile = _tile or _SPLIT_TILE
         warps = 16 if tile >= 8192 else 4

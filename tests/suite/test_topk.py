@@ -44,6 +44,11 @@ CASES = {
     "rows_bf16_overflow": (2, 1100, 9, "bf16", {"_path": "rows", "_tile": 256, "_cap": 16}),
     "split_fp32": (2, 1100, 7, "fp32", {"_path": "split", "_tile": 256, "_split": 2}),
     "split_bf16_overflow": (1, 1500, 16, "bf16", {"_path": "split", "_tile": 256, "_split": 3, "_cap": 8}),
+    # the rows path's refining pass (off by default): bucket over the cap, then candidates from the buffer or,
+    # when the 12-bit bucket still overflows, from the row; and the default cap (only the negative draw refines)
+    "rows_fp32_refine": (3, 1200, 13, "fp32", {"_path": "rows", "_tile": 512, "_cap": 8, "_refine": True}),
+    "rows_bf16_refine_overflow": (2, 1100, 9, "bf16", {"_path": "rows", "_tile": 256, "_cap": 2, "_refine": True}),
+    "rows_fp32_refine_default_cap": (3, 1200, 13, "fp32", {"_path": "rows", "_tile": 512, "_refine": True}),
 }
 
 
@@ -69,6 +74,46 @@ def test_overflow_cases_really_overflow():
         digit = ((skey ^ -2147483648) >> 26) & 63  # the pass-1 digit: sign + top exponent bits
         kth = torch.sort(digit, dim=1, descending=True).values[:, 8:9]
         assert int((digit == kth).sum(1).min()) > 16, dist
+
+
+def _bucket_sizes(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, how many keys share the k-th largest key's top 6 bits (the first pass's bucket) and its top 12
+    bits (the refining pass's), from the same order-preserving keys as the kernel."""
+    if x.dtype == torch.bfloat16:
+        bits = x.view(torch.int16).long()
+        skey = torch.where(bits < 0, bits ^ 0x7FFF, bits) << 16
+    else:
+        bits = x.view(torch.int32).long()
+        skey = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    u = skey + 2**31  # the unsigned key, as int64
+    sizes = []
+    for shift in (26, 20):
+        d = u >> shift
+        kth = torch.sort(d, dim=1, descending=True).values[:, k - 1:k]
+        sizes.append((d == kth).sum(1))
+    return sizes[0], sizes[1]
+
+
+def test_refine_cases_take_the_paths_they_name():
+    """rows_fp32_refine's first bucket overflows its cap on every row and the 12-bit bucket fits it on some;
+    rows_bf16_refine_overflow's 12-bit bucket still overflows on some, so the row fallback runs after refining."""
+    for case, fits in (("rows_fp32_refine", True), ("rows_bf16_refine_overflow", False)):
+        B, V, k, dtype, overrides = CASES[case]
+        s = spec(B, V, k, dtype)
+        first, second = [], []
+        for i, dist in enumerate(distributions(REF)):
+            (x,) = make_inputs(REF, s, seed=10 + i, device="cpu", dist=dist)
+            a, b = _bucket_sizes(x, k)
+            first.append(a)
+            second.append(b)
+        first, second = torch.cat(first), torch.cat(second)
+        assert int(first.min()) > overrides["_cap"], case
+        assert bool((second <= overrides["_cap"]).any()) if fits else bool((second > overrides["_cap"]).any()), case
+
+
+def test_refining_is_off_by_default():
+    """Not yet timed on the H200: the default launch keeps the measured path."""
+    assert KERNEL._REFINE_OVERFLOW is False
 
 
 def test_catalog_workloads_take_their_designed_path():
