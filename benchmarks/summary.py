@@ -18,8 +18,8 @@ full_warm_round.json`` (the suite warm; ``round19b`` reran four of its tasks),
 ``timing_repeat_gemm_bias_act.json`` and ``timing_repeat_gemm_bf16_flash.json`` replace a task where they have as many
 evaluations, with the autotuner's choices kept) and ``data/runs/round19/gpu_tests.log`` (else round 17's). Each
 workload's kernel figures and best peer come from the newest of these files that timed its task against every
-candidate (:data:`CANDIDATE_FILES`: the timing repeats, rounds 17 and 18's ``references_candidates.json`` and round
-20-22's compile max-autotune with every other candidate), else
+candidate (:data:`CANDIDATE_FILES`: the timing repeats, rounds 17 and 18's ``references_candidates.json`` and
+rounds 20-22's compile max-autotune with every other candidate), else
 from the older files above; ``baselines_not_timed`` names the candidates without a figure, and why;
 ``ablation.stale`` names the references whose ablation records were measured on other code. Every figure says
 where it comes from; a figure no committed file measures is null, and ``missing`` names it, so nothing here is
