@@ -130,11 +130,6 @@ def _unpack_index(word, V):
 
 
 @triton.jit
-def _top_digit(skey):
-    return ((skey ^ INT_MIN) >> TOP_SHIFT) & MASK1
-
-
-@triton.jit
 def _key_prefix(skey, SHIFT: tl.constexpr):
     """The key's unsigned bits above SHIFT: the top digit at TOP_SHIFT, the top two digits at REFINE_SHIFT."""
     return ((skey ^ INT_MIN) >> SHIFT) & ((tl.full([], 1, tl.int32) << (32 - SHIFT)) - 1)
@@ -176,7 +171,7 @@ def _row_histogram(x_row, lo, hi, TILE: tl.constexpr, IS_BF16: tl.constexpr):
         offs = start + tl.arange(0, TILE)
         ok = offs < hi
         xv = tl.load(x_row + offs, mask=ok, other=0.0, eviction_policy="evict_last")
-        h += tl.histogram(_top_digit(_skey(xv, IS_BF16)), NBINS1, mask=ok)
+        h += tl.histogram(_key_prefix(_skey(xv, IS_BF16), TOP_SHIFT), NBINS1, mask=ok)
     return h
 
 
@@ -187,7 +182,7 @@ def _bucket_histogram(x_row, V, t1, TILE: tl.constexpr, IS_BF16: tl.constexpr):
     for start in range(0, V, TILE):
         offs = start + tl.arange(0, TILE)
         skey = _skey(tl.load(x_row + offs, mask=offs < V, other=0.0, eviction_policy="evict_last"), IS_BF16)
-        ok = (offs < V) & (_top_digit(skey) == t1)
+        ok = (offs < V) & (_key_prefix(skey, TOP_SHIFT) == t1)
         h += tl.histogram(_key_prefix(skey, REFINE_SHIFT) & MASK1, NBINS1, mask=ok)
     return h
 
@@ -342,8 +337,9 @@ def _topk_rows_kernel(
         if REFINE:
             if tl.sum(tl.where(tl.arange(0, NBINS1) == t1, h1, 0), axis=0) > cap:
                 t2, above2 = _select_bucket(_bucket_histogram(x_row, V, t1, TILE, IS_BF16), k - above, NBINS1)
-                _rows_select(x_row, V, k, (t1 << 6) | t2, above + above2, cand, counts, cap, sel, vals_ptr + out,
-                             idx_ptr + out, K_P2, KEY_LOW, TILE, IS_BF16, REFINE_SHIFT)
+                t12 = (t1 << (TOP_SHIFT - REFINE_SHIFT)) | t2  # the bucket of the top 12 key bits
+                _rows_select(x_row, V, k, t12, above + above2, cand, counts, cap, sel, vals_ptr + out, idx_ptr + out,
+                             K_P2, KEY_LOW, TILE, IS_BF16, REFINE_SHIFT)
             else:
                 _rows_select(x_row, V, k, t1, above, cand, counts, cap, sel, vals_ptr + out, idx_ptr + out,
                              K_P2, KEY_LOW, TILE, IS_BF16, TOP_SHIFT)
